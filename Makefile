@@ -1,0 +1,56 @@
+# probeshim — build and test entry points. `make test` is what CI runs.
+SHELL := /bin/bash
+GO ?= go
+TOOLS := $(GO) tool -modfile=hack/tools/go.mod
+# Packages whose tests are fast and need nothing but Go (no root, no rig).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
+# Real-component suites: each package is one test binary that brings up one rig.
+E2E_PKGS ?= ./e2e/...
+E2E_TIMEOUT ?= 60m
+export PROBESHIM_CACHE ?= /var/cache/probeshim
+
+.PHONY: all build unit test e2e bench generate verify-generated kube-bins rig-up rig-down fmt vet clean
+
+all: build
+
+build:
+	$(GO) build ./...
+
+## unit: fast tests (seconds) plus the check that generated code is current.
+unit: verify-generated vet
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+## test: everything CI runs — unit tests and the real-component suites.
+test: unit e2e
+
+## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise).
+e2e: kube-bins
+	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
+
+## bench: benchmarks that print numbers.
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS)
+
+generate:
+	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+	$(TOOLS) controller-gen crd:crdVersions=v1 paths=./apis/... output:crd:artifacts:config=apis/crds
+
+## verify-generated: fails when deepcopy or CRD manifests are stale.
+verify-generated:
+	@hack/verify-generated.sh
+
+kube-bins:
+	@e2e/kubebin/build.sh >/dev/null
+
+rig-up: kube-bins
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/rig up
+
+rig-down:
+	$(GO) run ./e2e/cmd/rig down
+
+vet:
+	$(GO) vet $(UNIT_PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

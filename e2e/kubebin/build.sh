@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes and etcd binaries the test rig runs, from the Go module
+# proxy, into a cache folder outside the repository keyed by version. A warm
+# cache makes this a no-op; a cold one costs about 9 minutes and 4 GB of Go
+# build cache on a 2-core machine.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+KUBE_VERSION=v1.37.2
+ETCD_VERSION=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+CACHE=${PROBESHIM_CACHE:-/var/cache/probeshim}
+OUT=${CACHE}/kube/${KUBE_VERSION}-etcd-${ETCD_VERSION}
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
+
+have_all() { for b in "${BINS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done; }
+if have_all; then echo "$OUT"; exit 0; fi
+mkdir -p "$OUT"
+
+minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+	ldflags+=" -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+	ldflags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+done
+
+build() { # name package
+	[[ -x "$OUT/$1" ]] && return 0
+	echo "building $1 ($2)" >&2
+	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/$1.tmp" "$2"
+	mv "$OUT/$1.tmp" "$OUT/$1"
+}
+for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl; do
+	build "$b" "k8s.io/kubernetes/cmd/$b"
+done
+build etcd go.etcd.io/etcd/server/v3
+echo "$OUT"

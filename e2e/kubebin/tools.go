@@ -1,0 +1,16 @@
+//go:build tools
+
+// Package kubebin pins the Kubernetes and etcd sources the test rig builds its
+// binaries from. It lives in a module of its own so that the project's go.mod
+// never requires k8s.io/kubernetes.
+package kubebin
+
+import (
+	_ "go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-proxy/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	_ "k8s.io/kubernetes/cmd/kubelet/app"
+	_ "k8s.io/kubectl/pkg/cmd"
+)
