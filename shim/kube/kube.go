@@ -1,0 +1,82 @@
+// Package kube builds the node service's API server clients from a kubeconfig:
+// the typed clientset for pods and events, and a REST client for the
+// apps.kruise.io/v1alpha1 resources the node service reads and writes.
+package kube
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+)
+
+// Clients are the node service's connections to the API server.
+type Clients struct {
+	Kube kubernetes.Interface
+	// Kruise talks to apps.kruise.io/v1alpha1 (NodePodProbe, ContainerRecreateRequest).
+	Kruise rest.Interface
+}
+
+// Options tune the clients.
+type Options struct {
+	QPS       float32
+	Burst     int
+	UserAgent string
+	Timeout   time.Duration
+}
+
+// Scheme knows the apps.kruise.io/v1alpha1 types.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	if err := v1alpha1.AddToScheme(Scheme); err != nil {
+		panic(err)
+	}
+}
+
+// New loads kubeconfig and returns clients. The kubelet's own kubeconfig works
+// (identity system:node:<name>); so does a dedicated one.
+func New(kubeconfig string, o Options) (*Clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return NewForConfig(cfg, o)
+}
+
+// NewForConfig returns clients for a rest.Config.
+func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	if o.QPS > 0 {
+		cfg.QPS = o.QPS
+	}
+	if o.Burst > 0 {
+		cfg.Burst = o.Burst
+	}
+	if o.UserAgent != "" {
+		cfg.UserAgent = o.UserAgent
+	}
+	if o.Timeout > 0 {
+		cfg.Timeout = o.Timeout
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.GroupVersion = &v1alpha1.SchemeGroupVersion
+	kcfg.APIPath = "/apis"
+	kcfg.ContentType = runtime.ContentTypeJSON
+	kcfg.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	rc, err := rest.RESTClientFor(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Kube: kc, Kruise: rc}, nil
+}

@@ -1,0 +1,318 @@
+package podprobe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/prober"
+)
+
+// Engine is the part of the probe engine the controller drives.
+type Engine interface {
+	Sync(desired []prober.Desired)
+	Updates() <-chan prober.Update
+	Snapshot() []prober.Update
+}
+
+// Metrics counts the controller's API writes.
+type Metrics interface {
+	StatusWrite(err error)
+}
+
+// Config wires a Controller.
+type Config struct {
+	Node   string
+	Client rest.Interface // apps.kruise.io/v1alpha1
+	Engine Engine
+	// Events records KruiseProbeSucceeded / KruiseProbeFailed on pods.
+	Events  record.EventRecorder
+	Metrics Metrics
+	Log     logrus.FieldLogger
+	Clock   clock.WithTicker
+	// WriteInterval is the least time between two status writes (default 1 s).
+	WriteInterval time.Duration
+	// RefreshInterval is how often lastProbeTime is refreshed when nothing
+	// else changed (default 1 min).
+	RefreshInterval time.Duration
+}
+
+// Controller keeps the engine's probes equal to this node's NodePodProbe spec
+// and writes the results to its status.
+type Controller struct {
+	cfg    Config
+	synced atomic.Bool
+	kick   chan struct{}
+
+	mu         sync.Mutex
+	book       *book
+	seeded     bool
+	generation int64
+	exists     bool
+	pods       map[string]podMeta // pods of the spec, by UID
+	probes     map[prober.Key]bool
+	dirty      bool
+}
+
+// New returns a Controller; Run starts it.
+func New(cfg Config) *Controller {
+	if cfg.WriteInterval <= 0 {
+		cfg.WriteInterval = time.Second
+	}
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = logrus.StandardLogger()
+	}
+	cfg.Log = cfg.Log.WithField("node", cfg.Node)
+	return &Controller{cfg: cfg, kick: make(chan struct{}, 1), book: newBook(), pods: map[string]podMeta{}, probes: map[prober.Key]bool{}}
+}
+
+// Synced reports whether the first list of the NodePodProbe has been applied.
+func (c *Controller) Synced() bool { return c.synced.Load() }
+
+// Run watches the node's NodePodProbe until ctx is done.
+func (c *Controller) Run(ctx context.Context) error {
+	lw := cache.NewListWatchFromClient(c.cfg.Client, "nodepodprobes", "",
+		fields.OneTermEqualSelector("metadata.name", c.cfg.Node))
+	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &v1alpha1.NodePodProbe{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onObject(obj) },
+			UpdateFunc: func(_, obj any) { c.onObject(obj) },
+			DeleteFunc: func(any) { c.onDelete() },
+		},
+	})
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); informer.RunWithContext(ctx) }()
+	go func() { defer wg.Done(); c.consume(ctx) }()
+	go func() { defer wg.Done(); c.write(ctx) }()
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		c.synced.Store(true)
+		c.cfg.Log.Info("NodePodProbe synced")
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+func (c *Controller) onObject(obj any) {
+	npp, ok := obj.(*v1alpha1.NodePodProbe)
+	if !ok || npp.Name != c.cfg.Node {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.seeded {
+		c.book.seed(&npp.Status)
+		c.seeded = true
+	}
+	c.exists = true
+	if npp.Generation == c.generation && npp.Generation != 0 {
+		return // our own status write: the spec is unchanged
+	}
+	c.generation = npp.Generation
+	run, refused := desiredFromSpec(&npp.Spec)
+	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]bool{}
+	for _, pp := range npp.Spec.PodProbes {
+		c.pods[pp.UID] = podMeta{uid: pp.UID, namespace: pp.Namespace, name: pp.Name}
+	}
+	for _, d := range run {
+		c.probes[d.Key] = true
+	}
+	for _, r := range refused {
+		c.cfg.Log.WithFields(logrus.Fields{"namespace": r.pod.namespace, "pod": r.pod.name,
+			"container": r.key.Container, "probe": r.key.Probe}).Warn(r.reason)
+	}
+	c.cfg.Engine.Sync(run)
+	if c.book.retain(&npp.Spec, refused, c.cfg.Clock.Now()) {
+		c.markDirtyLocked()
+	}
+	c.cfg.Log.WithFields(logrus.Fields{"generation": npp.Generation, "probes": len(run), "refused": len(refused)}).Info("NodePodProbe spec applied")
+}
+
+func (c *Controller) onDelete() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exists, c.generation = false, 0
+	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]bool{}
+	c.book = newBook()
+	c.cfg.Engine.Sync(nil)
+	c.cfg.Log.Info("NodePodProbe deleted: stopped all probes")
+}
+
+// consume moves engine results into the book.
+func (c *Controller) consume(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-c.cfg.Engine.Updates():
+			if !ok {
+				return
+			}
+			c.apply(u)
+		}
+	}
+}
+
+func (c *Controller) apply(u prober.Update) {
+	c.mu.Lock()
+	pod, known := c.pods[u.Key.PodUID]
+	if !known || !c.probes[u.Key] {
+		c.mu.Unlock()
+		return // a result that raced with the probe's removal
+	}
+	changed, t := c.book.apply(pod, u)
+	if changed {
+		c.markDirtyLocked()
+	}
+	c.mu.Unlock()
+	if t != nil {
+		c.event(t)
+	}
+}
+
+func (c *Controller) event(t *transition) {
+	log := c.cfg.Log.WithFields(logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name,
+		"probe": t.probe, "state": t.state})
+	log.Info("probe state changed")
+	if c.cfg.Events == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: t.pod.namespace,
+		Name: t.pod.name, UID: types.UID(t.pod.uid)}
+	reason, typ := v1alpha1.EventReasonProbeSucceeded, corev1.EventTypeNormal
+	if t.state == v1alpha1.ProbeFailed {
+		reason, typ = v1alpha1.EventReasonProbeFailed, corev1.EventTypeWarning
+	}
+	msg := fmt.Sprintf("probe %s: %s", t.probe, t.state)
+	if t.message != "" {
+		msg += ": " + t.message
+	}
+	c.cfg.Events.Event(ref, typ, reason, msg)
+}
+
+func (c *Controller) markDirtyLocked() {
+	c.dirty = true
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// write sends the status whenever it changed, at most once per
+// WriteInterval, and refreshes lastProbeTime every RefreshInterval. A failed
+// write is retried with backoff; nothing is dropped, since each write carries
+// the whole current status.
+func (c *Controller) write(ctx context.Context) {
+	refresh := c.cfg.Clock.NewTicker(c.cfg.RefreshInterval)
+	defer refresh.Stop()
+	backoff := wait.Backoff{Duration: c.cfg.WriteInterval, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second, Jitter: 0.1}
+	retry := backoff
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.kick:
+		case <-refresh.C():
+			c.refreshProbeTimes()
+		}
+		if wait := c.cfg.WriteInterval - c.cfg.Clock.Since(last); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.cfg.Clock.After(wait): // coalesce what arrives meanwhile
+			}
+		}
+		for {
+			wrote, err := c.flush(ctx)
+			if wrote {
+				last = c.cfg.Clock.Now()
+			}
+			if err == nil {
+				retry = backoff
+				break
+			}
+			d := retry.Step()
+			c.cfg.Log.WithError(err).WithField("retry", d.Round(time.Millisecond)).Warn("writing NodePodProbe status failed")
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.cfg.Clock.After(d):
+			}
+		}
+	}
+}
+
+func (c *Controller) refreshProbeTimes() {
+	running := map[prober.Key]bool{}
+	for _, u := range c.cfg.Engine.Snapshot() {
+		running[u.Key] = true
+	}
+	byName := map[[2]string]bool{}
+	for k := range running {
+		byName[[2]string{k.PodUID, k.Probe}] = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.book.touch(c.cfg.Clock.Now(), func(uid, probe string) bool { return byName[[2]string{uid, probe}] }) {
+		c.markDirtyLocked()
+	}
+}
+
+// flush patches the status if it is dirty. The node service is the only
+// writer of this status, so a merge patch without a resourceVersion is safe
+// and never conflicts.
+func (c *Controller) flush(ctx context.Context) (wrote bool, err error) {
+	c.mu.Lock()
+	if !c.dirty || !c.exists {
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.dirty = false
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"podProbeStatuses": c.book.status()}})
+	c.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	err = c.cfg.Client.Patch(types.MergePatchType).Resource("nodepodprobes").Name(c.cfg.Node).
+		SubResource("status").Body(body).Do(ctx).Error()
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.StatusWrite(err)
+	}
+	if err != nil {
+		c.mu.Lock()
+		if apierrors.IsNotFound(err) {
+			c.exists = false // written again when the object comes back
+		} else {
+			c.dirty = true
+		}
+		c.mu.Unlock()
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+	}
+	return true, err
+}
