@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy code and CRD manifests into a scratch copy and fails when
-# they differ from what is checked in.
+# Fails when the generated deepcopy code or CRD manifests in apis/ are not what `make generate`
+# produces. It generates into a scratch copy of the module, so the working tree is never touched
+# (safe to run while others edit it, and on a read-only checkout).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-cp -a apis "$tmp/apis.before"
-make -s generate >/dev/null
-if ! diff -r "$tmp/apis.before" apis >"$tmp/diff"; then
+
+cd "$root"
+mkdir -p "$tmp/hack/tools"
+cp go.mod go.sum "$tmp/"
+cp hack/boilerplate.go.txt "$tmp/hack/"
+cp hack/tools/go.mod hack/tools/go.sum "$tmp/hack/tools/"
+cp -a apis "$tmp/apis"
+# Start from no generated files, so a leftover that nothing generates any more counts as stale too.
+find "$tmp/apis" -name 'zz_generated.*.go' -delete
+rm -f "$tmp/apis/crds/"*.yaml
+
+make -s -C "$tmp" -f "$root/Makefile" generate >/dev/null
+
+if ! (cd "$tmp" && diff -ru "$root/apis" apis) >"$tmp/diff"; then
 	cat "$tmp/diff" >&2
-	rm -rf apis && cp -a "$tmp/apis.before" apis
 	echo "generated code in apis/ is stale: run 'make generate' and commit the result" >&2
 	exit 1
 fi

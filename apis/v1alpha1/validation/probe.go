@@ -1,0 +1,242 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package validation checks PodProbeMarker, NodePodProbe and ContainerRecreateRequest objects
+// beyond what the CRD schema can say. The admission webhook calls it to reject bad objects with a
+// message a person can act on, and the node service calls it again before it runs anything, so a
+// NodePodProbe or ContainerRecreateRequest written past the webhook cannot make a node probe or
+// call anything but the pod itself.
+//
+// Every function returns a field.ErrorList whose paths point at the offending field.
+package validation
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ProbeOptions says what a probe is aimed at and what it is used for.
+type ProbeOptions struct {
+	// PodIP is the IP of the probed pod. A Host header may name it. Leave it empty when the pod is not
+	// known yet (a PodProbeMarker covers many pods); then only loopback names are accepted.
+	PodIP string
+	// Liveness marks a probe whose failure restarts the container. As with the kubelet, its
+	// successThreshold must be 1: a single success ends a run of failures.
+	Liveness bool
+}
+
+// ValidateProbe checks a probe spec: exactly one handler, a sane target, non-negative timing.
+//
+// A probe always runs against the pod itself (inside the pod's network namespace), so the host
+// fields are forbidden and a Host header must name the pod: its IP (opts.PodIP), a loopback
+// address or "localhost", each optionally with a port.
+func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+	if probe == nil {
+		return field.ErrorList{field.Required(fldPath, "a probe is required")}
+	}
+	errs := validateHandler(&probe.ProbeHandler, opts, fldPath)
+	errs = append(errs, nonNegative(int64(probe.InitialDelaySeconds), fldPath.Child("initialDelaySeconds"))...)
+	errs = append(errs, nonNegative(int64(probe.TimeoutSeconds), fldPath.Child("timeoutSeconds"))...)
+	errs = append(errs, nonNegative(int64(probe.PeriodSeconds), fldPath.Child("periodSeconds"))...)
+	errs = append(errs, nonNegative(int64(probe.SuccessThreshold), fldPath.Child("successThreshold"))...)
+	errs = append(errs, nonNegative(int64(probe.FailureThreshold), fldPath.Child("failureThreshold"))...)
+	// Zero means "default" (1) for successThreshold, as everywhere in the probe spec.
+	if opts.Liveness && probe.SuccessThreshold > 1 {
+		errs = append(errs, field.Invalid(fldPath.Child("successThreshold"), probe.SuccessThreshold,
+			"must be 1 for a liveness probe"))
+	}
+	if g := probe.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
+		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g,
+			"must be greater than 0 when set; leave it unset to use the pod's grace period"))
+	}
+	return errs
+}
+
+// validateHandler checks that exactly one handler is set and checks that handler. It serves both
+// probes and preStop hooks (which have no grpc).
+func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	var first string
+	count := func(set bool, name string) bool {
+		if !set {
+			return false
+		}
+		if first != "" {
+			errs = append(errs, field.Forbidden(fldPath.Child(name),
+				"only one handler may be set, and "+first+" is already set"))
+		} else {
+			first = name
+		}
+		return true
+	}
+	if count(h.Exec != nil, "exec") {
+		errs = append(errs, validateExec(h.Exec, fldPath.Child("exec"))...)
+	}
+	if count(h.HTTPGet != nil, "httpGet") {
+		errs = append(errs, validateHTTPGet(h.HTTPGet, opts, fldPath.Child("httpGet"))...)
+	}
+	if count(h.TCPSocket != nil, "tcpSocket") {
+		errs = append(errs, validateTCPSocket(h.TCPSocket, fldPath.Child("tcpSocket"))...)
+	}
+	if count(h.GRPC != nil, "grpc") {
+		errs = append(errs, validateGRPC(h.GRPC, fldPath.Child("grpc"))...)
+	}
+	if first == "" {
+		errs = append(errs, field.Required(fldPath, "exactly one of exec, httpGet, tcpSocket or grpc must be set"))
+	}
+	return errs
+}
+
+func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList {
+	if len(exec.Command) == 0 {
+		return field.ErrorList{field.Required(fldPath.Child("command"),
+			`the command to run in the container, e.g. ["cat", "/tmp/healthy"]`)}
+	}
+	if exec.Command[0] == "" {
+		return field.ErrorList{field.Invalid(fldPath.Child("command").Index(0), "", "must name the program to run")}
+	}
+	return nil
+}
+
+const hostForbidden = "must not be set: the probe always targets the pod itself"
+
+func validateHTTPGet(get *corev1.HTTPGetAction, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if get.Host != "" {
+		errs = append(errs, field.Forbidden(fldPath.Child("host"), hostForbidden))
+	}
+	if p := get.Path; p != "" {
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must start with '/'"))
+		case strings.HasPrefix(p, "//"):
+			// A URL parser reads "//name/x" as a host name, never as a path.
+			errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must not start with '//'"))
+		default:
+			if _, err := url.Parse(p); err != nil {
+				errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must be a valid URL path: "+err.Error()))
+			}
+		}
+	}
+	errs = append(errs, validatePort(get.Port, fldPath.Child("port"))...)
+	// The kubelet lowercases the scheme, so any case is accepted; empty means HTTP.
+	if s := get.Scheme; s != "" {
+		if u := corev1.URIScheme(strings.ToUpper(string(s))); u != corev1.URISchemeHTTP && u != corev1.URISchemeHTTPS {
+			errs = append(errs, field.NotSupported(fldPath.Child("scheme"), s,
+				[]corev1.URIScheme{corev1.URISchemeHTTP, corev1.URISchemeHTTPS}))
+		}
+	}
+	for i, hdr := range get.HTTPHeaders {
+		hdrPath := fldPath.Child("httpHeaders").Index(i)
+		for _, msg := range utilvalidation.IsHTTPHeaderName(hdr.Name) {
+			errs = append(errs, field.Invalid(hdrPath.Child("name"), hdr.Name, msg))
+		}
+		if strings.ContainsAny(hdr.Value, "\r\n\x00") {
+			errs = append(errs, field.Invalid(hdrPath.Child("value"), hdr.Value,
+				"must not contain carriage return, line feed or NUL characters"))
+		}
+		if http.CanonicalHeaderKey(hdr.Name) == "Host" && !namesPod(hdr.Value, opts.PodIP) {
+			errs = append(errs, field.Invalid(hdrPath.Child("value"), hdr.Value, hostHeaderDetail(opts.PodIP)))
+		}
+	}
+	return errs
+}
+
+func hostHeaderDetail(podIP string) string {
+	names := "127.0.0.1, ::1 or localhost"
+	if podIP != "" {
+		names = "the pod's IP " + podIP + ", " + names
+	}
+	return "a Host header must name the pod: " + names + ", optionally with a port"
+}
+
+// namesPod reports whether a Host header value names the pod: its IP, a loopback address or
+// localhost, with an optional port. Inside the pod's network namespace all of these are the pod.
+func namesPod(value, podIP string) bool {
+	host := value
+	if h, port, err := net.SplitHostPort(value); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil || addr.Zone() != "" {
+		return false
+	}
+	addr = addr.Unmap()
+	if addr.IsLoopback() {
+		return true
+	}
+	pod, err := netip.ParseAddr(podIP)
+	return err == nil && pod.Unmap() == addr
+}
+
+func validateTCPSocket(tcp *corev1.TCPSocketAction, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if tcp.Host != "" {
+		errs = append(errs, field.Forbidden(fldPath.Child("host"), hostForbidden))
+	}
+	return append(errs, validatePort(tcp.Port, fldPath.Child("port"))...)
+}
+
+func validateGRPC(g *corev1.GRPCAction, fldPath *field.Path) field.ErrorList {
+	if g.Port == 0 {
+		return field.ErrorList{field.Required(fldPath.Child("port"), "a port number between 1 and 65535")}
+	}
+	if len(utilvalidation.IsValidPortNum(int(g.Port))) > 0 {
+		return field.ErrorList{field.Invalid(fldPath.Child("port"), g.Port, "must be between 1 and 65535, inclusive")}
+	}
+	return nil
+}
+
+// validatePort accepts a port number or the name of a container port (IANA_SVC_NAME), as the
+// kubelet resolves them.
+func validatePort(port intstr.IntOrString, fldPath *field.Path) field.ErrorList {
+	switch port.Type {
+	case intstr.Int:
+		if port.IntVal == 0 {
+			return field.ErrorList{field.Required(fldPath, "a port number (1-65535) or a container port name")}
+		}
+		if len(utilvalidation.IsValidPortNum(int(port.IntVal))) > 0 {
+			return field.ErrorList{field.Invalid(fldPath, port.IntVal, "must be between 1 and 65535, inclusive")}
+		}
+	case intstr.String:
+		if port.StrVal == "" {
+			return field.ErrorList{field.Required(fldPath, "a port number (1-65535) or a container port name")}
+		}
+		if _, err := strconv.Atoi(port.StrVal); err == nil {
+			// The kubelet looks a string up by name and never parses it as a number.
+			return field.ErrorList{field.Invalid(fldPath, port.StrVal,
+				"a port number must be written as a number, not a string (drop the quotes)")}
+		}
+		var errs field.ErrorList
+		for _, msg := range utilvalidation.IsValidPortName(port.StrVal) {
+			errs = append(errs, field.Invalid(fldPath, port.StrVal, "not a valid container port name: "+msg))
+		}
+		return errs
+	default:
+		return field.ErrorList{field.Invalid(fldPath, port.String(), "must be a port number or a port name")}
+	}
+	return nil
+}
+
+func nonNegative(v int64, fldPath *field.Path) field.ErrorList {
+	if v < 0 {
+		return field.ErrorList{field.Invalid(fldPath, v, "must be greater than or equal to 0")}
+	}
+	return nil
+}
