@@ -3,13 +3,17 @@ SHELL := /bin/bash
 GO ?= go
 TOOLS := $(GO) tool -modfile=hack/tools/go.mod
 # Packages whose tests are fast and need nothing but Go (no root, no rig).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/packaging$$')
+# The package tests: build the .deb and .rpm, boot systemd containers (root, about a minute).
+PACKAGE_TEST_PKGS = ./packaging
+PACKAGE_TEST_TIMEOUT ?= 20m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
 E2E_TIMEOUT ?= 60m
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 
-.PHONY: all build unit test e2e bench generate verify-generated kube-bins rig-up rig-down fmt vet clean
+.PHONY: all build unit test e2e bench generate verify-generated kube-bins rig-up rig-down fmt vet clean \
+	packages package-test
 
 all: build
 
@@ -20,8 +24,17 @@ build:
 unit: verify-generated vet
 	$(GO) test -count=1 $(UNIT_PKGS)
 
-## test: everything CI runs — unit tests and the real-component suites.
-test: unit e2e
+## test: everything CI runs — unit tests, the package tests and the real-component suites.
+test: kube-bins unit package-test e2e
+
+## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
+packages:
+	@pkgs=$$(packaging/build.sh) && packaging/lint.sh $$pkgs && echo "$$pkgs"
+
+## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
+## needs root (skips with a message otherwise).
+package-test:
+	$(GO) test -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS)
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise).
 e2e: kube-bins
@@ -50,7 +63,7 @@ rig-down:
 	$(GO) run ./e2e/cmd/rig down
 
 vet:
-	$(GO) vet $(UNIT_PKGS)
+	$(GO) vet $(UNIT_PKGS) $(PACKAGE_TEST_PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

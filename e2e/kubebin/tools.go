@@ -7,10 +7,10 @@ package kubebin
 
 import (
 	_ "go.etcd.io/etcd/server/v3/etcdmain"
+	_ "k8s.io/kubectl/pkg/cmd"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	_ "k8s.io/kubernetes/cmd/kube-proxy/app"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	_ "k8s.io/kubernetes/cmd/kubelet/app"
-	_ "k8s.io/kubectl/pkg/cmd"
 )

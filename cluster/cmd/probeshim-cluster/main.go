@@ -1,0 +1,125 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Command probeshim-cluster is the cluster deployment of probeshim: the admission webhooks
+// (enhanced liveness, PodProbeMarker, NodePodProbe), the controllers that turn PodProbeMarkers and
+// enhanced-liveness pods into NodePodProbe work and results into pod metadata, and the upkeep of
+// its own webhook certificate and admission policy parameters. Manifests: cluster/deploy.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/probeshim/probeshim/cluster/certs"
+)
+
+// options are the command's flags.
+type options struct {
+	metricsAddr      string
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionID string
+	namespace        string
+
+	webhookHost       string
+	webhookPort       int
+	enableHTTP2       bool
+	certDir           string
+	serviceName       string
+	secretName        string
+	webhookConfigName string
+	certMode          string
+	certExtraNames    string
+
+	serviceAccountUsername string
+	nodeGroup              string
+	nodeUserPrefix         string
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "probeshim-system"
+	}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run the controllers only on the replica holding the Lease (webhooks run on every replica)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "probeshim-cluster", "name of the leader election Lease")
+	fs.StringVar(&o.namespace, "namespace", ns, "namespace of the deployment: its Lease, certificate Secret, webhook Service and admission policy parameters; defaults to $POD_NAMESPACE when set")
+
+	fs.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "serve webhooks over HTTP/2 too; off by default because of HTTP/2 stream-reset floods (CVE-2023-44487, CVE-2023-39325)")
+	fs.StringVar(&o.certDir, "webhook-cert-dir", "/var/run/probeshim/certs", "directory of the webhook server's tls.crt and tls.key; written by the deployment unless the certificate is managed externally")
+	fs.StringVar(&o.serviceName, "webhook-service-name", "probeshim-webhook", "the webhook Service; the certificate is issued for its DNS names")
+	fs.StringVar(&o.secretName, "webhook-secret-name", "probeshim-webhook-certs", "Secret holding the webhook CA and certificate")
+	fs.StringVar(&o.webhookConfigName, "webhook-configuration-name", "probeshim", "name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration whose CA bundle the deployment keeps")
+	fs.StringVar(&o.certMode, "cert-mode", string(certs.ModeAuto), "who manages the webhook certificate: self; external (e.g. cert-manager; only wait for the files); auto = self unless a webhook configuration carries cert-manager.io/inject-ca-from")
+	fs.StringVar(&o.certExtraNames, "webhook-cert-extra-names", "", "comma-separated further DNS names or IPs for the webhook certificate (e.g. for running outside the cluster)")
+
+	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
+	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
+	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
+}
+
+// complete fills defaults that depend on other flags and rejects contradictions.
+func (o *options) complete() error {
+	if o.serviceAccountUsername == "" {
+		o.serviceAccountUsername = "system:serviceaccount:" + o.namespace + ":probeshim-cluster"
+	}
+	var errs []error
+	if o.namespace == "" {
+		errs = append(errs, errors.New("--namespace is required"))
+	}
+	switch certs.Mode(o.certMode) {
+	case certs.ModeAuto, certs.ModeSelf, certs.ModeExternal:
+	default:
+		errs = append(errs, fmt.Errorf("--cert-mode %q: want auto, self or external", o.certMode))
+	}
+	if o.webhookPort <= 0 || o.webhookPort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *options) extraNames() []string {
+	var out []string
+	for _, n := range strings.Split(o.certExtraNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func main() {
+	var o options
+	o.bind(flag.CommandLine)
+	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component
+	flag.Parse()
+
+	// One logger for controller-runtime and client-go (leader election logs through klog).
+	logger := klog.NewKlogr()
+	ctrl.SetLogger(logger)
+	log := logger.WithName("setup")
+
+	if err := o.complete(); err != nil {
+		log.Error(err, "invalid flags")
+		os.Exit(2)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "loading the API server configuration")
+		os.Exit(1)
+	}
+	if err := run(ctrl.SetupSignalHandler(), cfg, o); err != nil {
+		log.Error(err, "probeshim-cluster stopped")
+		os.Exit(1)
+	}
+}

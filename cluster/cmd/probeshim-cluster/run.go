@@ -1,0 +1,167 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/certs"
+	"github.com/probeshim/probeshim/cluster/controller/liveness"
+	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
+	"github.com/probeshim/probeshim/cluster/controller/podstatus"
+	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
+)
+
+// run builds the manager from o and runs it until ctx ends.
+//
+// Every replica serves the webhooks and keeps its certificate files; only the leader runs the
+// controllers. A replica becomes ready once its webhook server serves its certificate.
+func run(ctx context.Context, cfg *rest.Config, o options) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	// The webhook server starts only after prepare has put the certificate files in place (the
+	// server reads them when it starts) and written the admission policy parameters.
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	server := &preparedServer{Server: webhook.NewServer(webhook.Options{
+		Host:    o.webhookHost,
+		Port:    o.webhookPort,
+		CertDir: o.certDir,
+		TLSOpts: tlsOpts,
+	})}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.namespace,
+		LeaderElectionReleaseOnCancel: true, // a rollout hands over at once instead of after the lease expires
+		WebhookServer:                 server,
+		// Pods are cached cluster-wide; their managed fields are most of their size and unused.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	// Secrets and webhook configurations are read through the uncached reader: a cached read
+	// would start a cluster-wide watch, for which the deployment has no permission (and wants none).
+	cm, err := certs.New(mgr.GetAPIReader(), mgr.GetClient(), certs.Options{
+		Namespace:                       o.namespace,
+		SecretName:                      o.secretName,
+		ServiceName:                     o.serviceName,
+		ExtraNames:                      o.extraNames(),
+		CertDir:                         o.certDir,
+		MutatingWebhookConfigurations:   []string{o.webhookConfigName},
+		ValidatingWebhookConfigurations: []string{o.webhookConfigName},
+		Mode:                            certs.Mode(o.certMode),
+	})
+	if err != nil {
+		return err
+	}
+	params := probeshimwebhook.PolicyParams{
+		ClusterUsername: o.serviceAccountUsername,
+		NodeGroup:       o.nodeGroup,
+		NodeUserPrefix:  o.nodeUserPrefix,
+	}
+	if err := params.Validate(); err != nil {
+		return fmt.Errorf("admission policy parameters: %w", err)
+	}
+	server.prepare = []step{
+		{"webhook certificate", cm.Ensure},
+		{"admission policy parameters", func(ctx context.Context) error {
+			return probeshimwebhook.EnsurePolicyParams(ctx, mgr.GetClient(), o.namespace, params)
+		}},
+	}
+	if err := mgr.Add(cm); err != nil { // renewals and the other replica's rotations, every minute
+		return err
+	}
+
+	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient())
+
+	if err := nodepodprobe.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the PodProbeMarker controllers: %w", err)
+	}
+	if err := podstatus.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the pod status controller: %w", err)
+	}
+	if err := liveness.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the enhanced liveness controller: %w", err)
+	}
+	// WIRING POINT: the liveness decider and the ContainerRecreateRequest lifecycle (later issues)
+	// are set up here.
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("certificate", cm.ReadyCheck); err != nil {
+		return err
+	}
+	// A TLS handshake with our own webhook server: ready means admission requests can be served.
+	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
+		return err
+	}
+
+	logf.FromContext(ctx).Info("starting", "namespace", o.namespace, "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+// step is one thing to do before the webhook server starts.
+type step struct {
+	name string
+	do   func(context.Context) error
+}
+
+// preparedServer is a webhook server that first runs its prepare steps, each retried with
+// backoff until it succeeds. It starts with the manager's other webhook servers, after the health
+// endpoints, so /healthz answers while it waits and /readyz reports it not ready.
+type preparedServer struct {
+	webhook.Server
+	prepare []step
+}
+
+func (s *preparedServer) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("webhook")
+	for _, st := range s.prepare {
+		backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: 30 * time.Second, Steps: 1 << 30}
+		err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+			if err := st.do(ctx); err != nil {
+				log.Error(err, "preparing the webhook server, retrying", "step", st.name)
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while waiting
+			}
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+	}
+	return s.Server.Start(ctx)
+}

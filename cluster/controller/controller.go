@@ -1,0 +1,61 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package controller wires probeshim's cluster controllers into a controller-runtime manager:
+//
+//   - nodepodprobe: one NodePodProbe per Ready node, holding every PodProbeMarker's probes for
+//     the node's pods; PodProbeMarker status.
+//   - podstatus: NodePodProbe results of marker probes → pod conditions, labels, annotations.
+//   - liveness: enhanced-liveness pods → their probes in their node's NodePodProbe.
+//
+// All are level-based and write only differences, so they are safe to restart and, behind
+// leader election (the manager's job), to run in several replicas.
+package controller
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/probeshim/probeshim/cluster/controller/liveness"
+	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
+	"github.com/probeshim/probeshim/cluster/controller/podstatus"
+)
+
+// Option tunes SetupWithManager.
+type Option func(*options)
+
+type options struct {
+	workers  int
+	liveness bool
+}
+
+// WithWorkers sets the concurrent reconciles of every controller (their defaults otherwise).
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithEnhancedLiveness turns the enhanced-liveness mapping on or off (default on).
+func WithEnhancedLiveness(on bool) Option { return func(o *options) { o.liveness = on } }
+
+// SetupWithManager adds every cluster controller to mgr. The manager needs the client-go and
+// apps.kruise.io/v1alpha1 types in its scheme.
+func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
+	o := options{liveness: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var npp []nodepodprobe.Option
+	var status []podstatus.Option
+	var live []liveness.Option
+	if o.workers > 0 {
+		npp = append(npp, nodepodprobe.WithWorkers(o.workers))
+		status = append(status, podstatus.WithWorkers(o.workers))
+		live = append(live, liveness.WithWorkers(o.workers))
+	}
+	if err := nodepodprobe.SetupWithManager(mgr, npp...); err != nil {
+		return err
+	}
+	if err := podstatus.SetupWithManager(mgr, status...); err != nil {
+		return err
+	}
+	if o.liveness {
+		return liveness.SetupWithManager(mgr, live...)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller"
+	"github.com/probeshim/probeshim/cluster/controller/internal/testenv"
+	"github.com/probeshim/probeshim/cluster/controller/podstatus"
+)
+
+var (
+	env        *testenv.Env
+	skipReason string
+	ctx        = context.Background()
+)
+
+const wait = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	var err error
+	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error { return controller.SetupWithManager(mgr) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if env != nil {
+		env.Stop()
+	}
+	os.Exit(code)
+}
+
+func spec(node string) (string, error) {
+	npp := &v1alpha1.NodePodProbe{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, npp); err != nil {
+		return "", err
+	}
+	var parts []string
+	for _, pp := range npp.Spec.PodProbes {
+		var ps []string
+		for _, p := range pp.Probes {
+			ps = append(ps, p.Name)
+		}
+		parts = append(parts, pp.Name+":"+strings.Join(ps, ","))
+	}
+	return strings.Join(parts, " "), nil
+}
+
+func specIs(node, want string) func() error {
+	return func() error {
+		got, err := spec(node)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("NodePodProbe spec = %q, want %q", got, want)
+		}
+		return nil
+	}
+}
+
+// TestGameServerLifecycle runs the three controllers together, with the test in the role of the
+// node service (writing NodePodProbe status) and of the kubelet (pod status).
+func TestGameServerLifecycle(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := env.Node(t, true)
+	testenv.Eventually(t, wait, specIs(node.Name, ""))
+
+	const cost = "controller.kubernetes.io/pod-deletion-cost"
+	marker := &v1alpha1.PodProbeMarker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "game-idle"},
+		Spec: v1alpha1.PodProbeMarkerSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "game"}},
+			Probes: []v1alpha1.PodContainerProbe{{
+				Name: "idle", ContainerName: "main", PodConditionType: "game.io/idle",
+				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/idle"}}}}},
+				MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
+					{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"gameserver-idle": "true"}, Annotations: map[string]string{cost: "-10"}},
+					{State: v1alpha1.ProbeFailed, Annotations: map[string]string{cost: "10"}},
+				},
+			}},
+		},
+	}
+	if err := env.Client.Create(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	probeContext, _ := v1alpha1.FormatContainerProbeContext([]v1alpha1.ContainerLivenessProbe{{Name: "main",
+		LivenessProbe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}}})
+	pod := env.RunningPod(t, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gs-0", Labels: map[string]string{"app": "game"},
+			Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", v1alpha1.AnnotationContainerProbeContext: probeContext}},
+		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}, "10.10.0.1")
+	testenv.Eventually(t, wait, specIs(node.Name, "gs-0:game-idle#idle,main-livenessProbe"))
+
+	// The node service reports: idle, and the liveness probe failing (the decider's business).
+	npp := &v1alpha1.NodePodProbe{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node.Name}, npp); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	npp.Status.PodProbeStatuses = []v1alpha1.PodProbeStatus{{Name: "gs-0", Namespace: ns, UID: string(pod.UID), ProbeStates: []v1alpha1.ContainerProbeState{
+		{Name: "game-idle#idle", State: v1alpha1.ProbeSucceeded, LastProbeTime: now, LastTransitionTime: now},
+		{Name: "main-livenessProbe", State: v1alpha1.ProbeFailed, LastProbeTime: now, LastTransitionTime: now, Message: "exit 1"},
+	}}}
+	if err := env.Client.Status().Update(ctx, npp); err != nil {
+		t.Fatal(err)
+	}
+	podIs := func(idle, costV, condition string, record bool) func() error {
+		return func() error {
+			p := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+				return err
+			}
+			var cond string
+			for _, c := range p.Status.Conditions {
+				if c.Type == "game.io/idle" {
+					cond = string(c.Status)
+				}
+			}
+			_, hasRecord := p.Annotations[podstatus.RecordAnnotation]
+			if p.Labels["gameserver-idle"] != idle || p.Annotations[cost] != costV || cond != condition || hasRecord != record {
+				return fmt.Errorf("pod: idle=%q cost=%q condition=%q record=%v; want %q %q %q %v",
+					p.Labels["gameserver-idle"], p.Annotations[cost], cond, hasRecord, idle, costV, condition, record)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, wait, podIs("true", "-10", "True", true))
+
+	// Steady state: a lastProbeTime refresh by the node service writes nothing anywhere.
+	time.Sleep(300 * time.Millisecond)
+	mark := env.Writes.Len()
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node.Name}, npp); err != nil {
+		t.Fatal(err)
+	}
+	later := metav1.NewTime(now.Add(time.Minute))
+	for i := range npp.Status.PodProbeStatuses[0].ProbeStates {
+		npp.Status.PodProbeStatuses[0].ProbeStates[i].LastProbeTime = later
+	}
+	if err := env.Client.Status().Update(ctx, npp); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if ws := env.Writes.Since(mark); len(ws) > 0 {
+		t.Fatalf("writes at steady state: %+v", ws)
+	}
+
+	// The marker goes: its entry, label, annotation, condition and record go; liveness stays.
+	if err := env.Client.Delete(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, specIs(node.Name, "gs-0:main-livenessProbe"))
+	testenv.Eventually(t, wait, podIs("", "", "", false))
+
+	// The pod goes: nothing left. The node goes: the NodePodProbe goes.
+	env.ForceDelete(t, pod)
+	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	if err := env.Client.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() error {
+		if _, err := spec(node.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("NodePodProbe still there: %v", err)
+		}
+		return nil
+	})
+}
+
+// TestBothMappingsUnderChurn creates and deletes pods that have marker and liveness probes all at
+// once, so the two controllers writing one NodePodProbe race; the result must still be exact.
+func TestBothMappingsUnderChurn(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := env.Node(t, true)
+	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	marker := &v1alpha1.PodProbeMarker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"},
+		Spec: v1alpha1.PodProbeMarkerSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "game"}},
+			Probes: []v1alpha1.PodContainerProbe{{Name: "p", ContainerName: "main", PodConditionType: "game.io/p",
+				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					Exec: &corev1.ExecAction{Command: []string{"true"}}}}}}},
+		},
+	}
+	if err := env.Client.Create(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	probeContext, _ := v1alpha1.FormatContainerProbeContext([]v1alpha1.ContainerLivenessProbe{{Name: "main",
+		LivenessProbe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}}})
+	const n = 12
+	var pods []*corev1.Pod
+	var want []string
+	for i := range n {
+		name := fmt.Sprintf("gs-%02d", i)
+		pods = append(pods, env.RunningPod(t, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "game"},
+				Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", v1alpha1.AnnotationContainerProbeContext: probeContext}},
+			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}, fmt.Sprintf("10.11.0.%d", i+1)))
+		want = append(want, name+":m#p,main-livenessProbe")
+	}
+	testenv.Eventually(t, wait, specIs(node.Name, strings.Join(want, " ")))
+	for _, p := range pods[:n/2] {
+		env.ForceDelete(t, p)
+	}
+	testenv.Eventually(t, wait, specIs(node.Name, strings.Join(want[n/2:], " ")))
+	if err := env.Client.Delete(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods[n/2:] {
+		env.ForceDelete(t, p)
+	}
+	testenv.Eventually(t, wait, specIs(node.Name, ""))
+}

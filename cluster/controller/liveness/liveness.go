@@ -1,0 +1,204 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package liveness places the enhanced liveness probes of pods on their node's NodePodProbe.
+//
+// A pod opts in with the annotation apps.kruise.io/using-enhanced-liveness: "true"; the mutating
+// webhook moved its containers' livenessProbes into apps.kruise.io/container-probe-context when
+// the pod was created. Each container gets one NodePodProbe probe named
+// "<container>-livenessProbe" (v1alpha1.LivenessProbeName) while the pod is probeable, and loses
+// it when the pod goes away. The node service writes the results to the NodePodProbe status,
+// where the liveness decider reads them.
+//
+// The reconcile is per node and level-based, like the PodProbeMarker mapping it shares the
+// NodePodProbe with: each owns only its own probe names (see nppspec.Owner), so neither ever
+// disturbs the other's entries. The NodePodProbe itself is created and deleted by the
+// PodProbeMarker mapping (package nodepodprobe), which must run too.
+package liveness
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+)
+
+// ControllerName names the controller in logs and metrics.
+const ControllerName = "enhanced-liveness"
+
+// EventReasonProbeSkipped on a pod: one of its enhanced liveness probes cannot be placed (the
+// annotation does not parse, names no container of the pod, or a port name the container does
+// not declare).
+const EventReasonProbeSkipped = "LivenessProbeSkipped"
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=nodepodprobes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Option tunes SetupWithManager.
+type Option func(*options)
+
+type options struct {
+	workers int
+}
+
+// WithWorkers sets how many nodes are reconciled at once (default 2).
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// SetupWithManager adds the controller to mgr; it only runs on the elected leader.
+func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
+	o := options{workers: 2}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := nppspec.IndexPodsByNode(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r := &reconciler{client: mgr.GetClient(), live: mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorder(ControllerName)}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.NodePodProbe{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
+			builder.WithPredicates(optedIn(), nppspec.PodPlacementChanged(
+				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
+		Complete(r)
+}
+
+type reconciler struct {
+	client   client.Client
+	live     client.Reader
+	recorder events.EventRecorder
+
+	reported nppspec.Reported
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	npp := &v1alpha1.NodePodProbe{}
+	if err := r.client.Get(ctx, req.NamespacedName, npp); err != nil || npp.DeletionTimestamp != nil {
+		if apierrors.IsNotFound(err) {
+			r.reported.Forget(req.Name)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err) // created later: its watch brings us back
+	}
+	pods, err := nppspec.PodsOnNode(ctx, r.client, req.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	desired, skipped := desiredEntries(pods)
+	r.report(req.Name, skipped)
+	wrote, err := nppspec.Apply(ctx, r.client, r.live, npp, nppspec.LivenessProbes, desired)
+	if apierrors.IsNotFound(err) {
+		return reconcile.Result{}, nil
+	}
+	if wrote {
+		log.FromContext(ctx).V(1).Info("updated NodePodProbe liveness probes")
+	}
+	return reconcile.Result{}, err
+}
+
+// skip is a pod's liveness probe that cannot be placed.
+type skip struct {
+	pod    *corev1.Pod
+	reason string
+}
+
+func (s skip) key() string { return string(s.pod.UID) + "/" + s.reason }
+
+// desiredEntries is the liveness part of a node's NodePodProbe spec, in canonical order.
+func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
+	var out []v1alpha1.PodProbe
+	var skipped []skip
+	for i := range pods {
+		pod := &pods[i]
+		raw, ok := pod.Annotations[v1alpha1.AnnotationContainerProbeContext]
+		if !usesEnhancedLiveness(pod) || !ok || !nppspec.Probeable(pod) {
+			continue
+		}
+		probes, err := v1alpha1.ParseContainerProbeContext(raw)
+		if err != nil {
+			skipped = append(skipped, skip{pod: pod, reason: err.Error()})
+			continue
+		}
+		entry := v1alpha1.PodProbe{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), IP: pod.Status.PodIP}
+		for j := range probes {
+			name := probes[j].Name
+			c := nppspec.Container(pod, name)
+			if c == nil {
+				skipped = append(skipped, skip{pod: pod, reason: fmt.Sprintf("annotation %s names container %q, which the pod does not have",
+					v1alpha1.AnnotationContainerProbeContext, name)})
+				continue
+			}
+			probe, err := nppspec.ResolvePorts(&probes[j].LivenessProbe, c)
+			if err == nil {
+				// The annotation can be edited after the webhook checked it at CREATE.
+				err = nppspec.CheckProbe(probe, pod.Status.PodIP, true, field.NewPath("livenessProbe"))
+			}
+			if err != nil {
+				skipped = append(skipped, skip{pod: pod, reason: fmt.Sprintf("liveness probe of container %q: %v", name, err)})
+				continue
+			}
+			entry.Probes = append(entry.Probes, v1alpha1.ContainerProbe{
+				Name:          v1alpha1.LivenessProbeName(name),
+				ContainerName: name,
+				Probe:         v1alpha1.ContainerProbeSpec{Probe: *probe},
+			})
+		}
+		if len(entry.Probes) > 0 {
+			out = append(out, entry)
+		}
+	}
+	return nppspec.Canonical(out), skipped
+}
+
+func usesEnhancedLiveness(pod *corev1.Pod) bool {
+	return pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
+}
+
+// report records an event on the pod for each skip not reported before for this node.
+func (r *reconciler) report(node string, skipped []skip) {
+	keys := make([]string, len(skipped))
+	for i, s := range skipped {
+		keys[i] = s.key()
+	}
+	for _, i := range r.reported.Fresh(node, keys) {
+		r.recorder.Eventf(skipped[i].pod, nil, corev1.EventTypeWarning, EventReasonProbeSkipped, "PlaceProbe",
+			"enhanced liveness probe not placed: %s", skipped[i].reason)
+	}
+}
+
+// optedIn passes events of pods that use, or used before an update, the enhanced liveness probe.
+func optedIn() predicate.Predicate {
+	is := func(o client.Object) bool {
+		return o.GetAnnotations()[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return is(e.ObjectOld) || is(e.ObjectNew) },
+		GenericFunc: func(e event.GenericEvent) bool { return is(e.Object) },
+	}
+}
+
+func podToNode(_ context.Context, o client.Object) []reconcile.Request {
+	if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: n}}}
+	}
+	return nil
+}

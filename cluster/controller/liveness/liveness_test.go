@@ -1,0 +1,239 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package liveness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/testenv"
+)
+
+var (
+	env        *testenv.Env
+	skipReason string
+	ctx        = context.Background()
+)
+
+const wait = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	var err error
+	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error { return SetupWithManager(mgr) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if env != nil {
+		env.Stop()
+	}
+	os.Exit(code)
+}
+
+func probeContext(t testing.TB, probes ...v1alpha1.ContainerLivenessProbe) string {
+	v, err := v1alpha1.FormatContainerProbeContext(probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func httpLiveness(container, port string) v1alpha1.ContainerLivenessProbe {
+	return v1alpha1.ContainerLivenessProbe{Name: container, LivenessProbe: corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString(port)}},
+		FailureThreshold: 3, PeriodSeconds: 5}}
+}
+
+func livenessPod(t testing.TB, ns, name, node string, probes ...v1alpha1.ContainerLivenessProbe) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{
+			v1alpha1.AnnotationUsingEnhancedLiveness: "true",
+			v1alpha1.AnnotationContainerProbeContext: probeContext(t, probes...),
+		}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{
+			{Name: "main", Image: "busybox", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}},
+			{Name: "side", Image: "busybox"},
+		}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.9.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func render(pods []v1alpha1.PodProbe) string {
+	var parts []string
+	for _, pp := range pods {
+		var ps []string
+		for _, p := range pp.Probes {
+			ps = append(ps, p.Name+"@"+p.ContainerName)
+		}
+		parts = append(parts, pp.Name+":"+strings.Join(ps, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestDesiredEntries(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pod   func(*corev1.Pod)
+		want  string
+		skips string
+	}{
+		{name: "every container", pod: func(*corev1.Pod) {}, want: "p:main-livenessProbe@main,side-livenessProbe@side"},
+		{name: "not opted in", pod: func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] = "false" }},
+		{name: "no probe context (no liveness probes)", pod: func(p *corev1.Pod) { delete(p.Annotations, v1alpha1.AnnotationContainerProbeContext) }},
+		{name: "not probeable yet", pod: func(p *corev1.Pod) { p.Status.PodIP = "" }},
+		{name: "unreadable context", pod: func(p *corev1.Pod) { p.Annotations[v1alpha1.AnnotationContainerProbeContext] = "{" },
+			skips: "annotation apps.kruise.io/container-probe-context: unexpected end of JSON input"},
+		{name: "unknown container", pod: func(p *corev1.Pod) { p.Spec.Containers = p.Spec.Containers[:1] },
+			want:  "p:main-livenessProbe@main",
+			skips: `annotation apps.kruise.io/container-probe-context names container "side", which the pod does not have`},
+		{name: "a probe the node would refuse (annotation edited after CREATE)", pod: func(p *corev1.Pod) {
+			bad := httpLiveness("side", "9090")
+			bad.LivenessProbe.SuccessThreshold = 2
+			p.Annotations[v1alpha1.AnnotationContainerProbeContext] = probeContext(t, httpLiveness("main", "http"), bad)
+		},
+			want:  "p:main-livenessProbe@main",
+			skips: `liveness probe of container "side": livenessProbe.successThreshold: Invalid value: 2: must be 1 for a liveness probe`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("side", "9090"))
+			tc.pod(pod)
+			got, skipped := desiredEntries([]corev1.Pod{*pod})
+			if r := render(got); r != tc.want {
+				t.Errorf("entries = %q, want %q", r, tc.want)
+			}
+			var reasons []string
+			for _, s := range skipped {
+				reasons = append(reasons, s.reason)
+			}
+			if r := strings.Join(reasons, "; "); r != tc.skips {
+				t.Errorf("skips = %q, want %q", r, tc.skips)
+			}
+		})
+	}
+}
+
+func TestDesiredEntriesResolvesNamedPorts(t *testing.T) {
+	pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"))
+	got, _ := desiredEntries([]corev1.Pod{*pod})
+	if len(got) != 1 || got[0].UID != "uid-p" || got[0].IP != "10.9.0.1" {
+		t.Fatalf("entries = %+v", got)
+	}
+	p := got[0].Probes[0].Probe
+	if p.HTTPGet.Port != intstr.FromInt32(8080) || p.FailureThreshold != 3 || p.PeriodSeconds != 5 {
+		t.Fatalf("probe = %+v", p)
+	}
+}
+
+func spec(node string) (string, error) {
+	npp := &v1alpha1.NodePodProbe{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, npp); err != nil {
+		return "", err
+	}
+	return render(npp.Spec.PodProbes), nil
+}
+
+func specIs(node, want string) func() error {
+	return func() error {
+		got, err := spec(node)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("spec = %q, want %q", got, want)
+		}
+		return nil
+	}
+}
+
+func run(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	pod.UID = ""
+	status := pod.Status
+	pod.Status = corev1.PodStatus{}
+	created := env.RunningPod(t, pod, status.PodIP)
+	return created
+}
+
+func TestLivenessEntriesFollowPods(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := testenv.Name("node")
+	// The NodePodProbe comes from the marker mapping; here the test makes it, with a marker
+	// entry that must survive every liveness reconcile.
+	npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: v1alpha1.NodePodProbeSpec{PodProbes: []v1alpha1.PodProbe{{
+		Name: "other", Namespace: ns, UID: "uid-other", IP: "10.9.0.9", Probes: []v1alpha1.ContainerProbe{{Name: "m#idle", ContainerName: "main",
+			Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}}}}}}}}
+	if err := env.Client.Create(ctx, npp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
+
+	a := run(t, livenessPod(t, ns, "a", node, httpLiveness("main", "http")))
+	testenv.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
+	got := &v1alpha1.NodePodProbe{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, got); err != nil {
+		t.Fatal(err)
+	}
+	if pp := got.Spec.PodProbes[0]; pp.UID != string(a.UID) || pp.IP != "10.9.0.1" || pp.Probes[0].Probe.HTTPGet.Port != intstr.FromInt32(8080) {
+		t.Fatalf("entry = %+v", pp)
+	}
+
+	// A plain pod, and one that opted in without liveness probes: nothing.
+	plain := livenessPod(t, ns, "plain", node)
+	delete(plain.Annotations, v1alpha1.AnnotationUsingEnhancedLiveness)
+	run(t, plain)
+	b := run(t, livenessPod(t, ns, "b", node, httpLiveness("main", "http"), httpLiveness("side", "9090")))
+	testenv.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
+
+	env.ForceDelete(t, a)
+	testenv.Eventually(t, wait, specIs(node, "b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
+	env.ForceDelete(t, b)
+	testenv.Eventually(t, wait, specIs(node, "other:m#idle@main"))
+}
+
+func TestBadProbeContextIsReportedOnThePod(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := testenv.Name("node")
+	npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := env.Client.Create(ctx, npp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
+	pod := livenessPod(t, ns, "a", node, httpLiveness("main", "metrics"))
+	run(t, pod)
+	testenv.Eventually(t, wait, func() error {
+		var evs eventsv1.EventList
+		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == EventReasonProbeSkipped && e.Regarding.Name == "a" {
+				if want := `enhanced liveness probe not placed: liveness probe of container "main": httpGet: container "main" has no port named "metrics"`; e.Note != want {
+					return fmt.Errorf("note %q, want %q", e.Note, want)
+				}
+				return nil
+			}
+		}
+		return errors.New("no event on the pod")
+	})
+	if s, _ := spec(node); s != "" {
+		t.Fatalf("spec = %q, want empty", s)
+	}
+}

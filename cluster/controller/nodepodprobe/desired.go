@@ -1,0 +1,94 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package nodepodprobe
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+)
+
+// skip is a marker probe that could not be placed on a pod, with the reason.
+type skip struct {
+	marker *v1alpha1.PodProbeMarker
+	pod    *corev1.Pod
+	probe  string
+	reason string
+}
+
+// key identifies a skip for deduplicating its event.
+func (s skip) key() string {
+	return fmt.Sprintf("%s/%s/%s#%s/%s", s.marker.Namespace, s.marker.UID, s.marker.Name, s.probe, s.pod.UID)
+}
+
+// selects reports whether marker is live and its selector matches pod.
+func selects(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) bool {
+	return m.DeletionTimestamp == nil && nppspec.SelectorMatches(m, pod)
+}
+
+// markerProbes returns the NodePodProbe probes of marker m for pod, named "<marker>#<probe>" with
+// named ports resolved, and the probes it had to skip: no such container, an unknown port name,
+// or a probe the NodePodProbe admission would refuse (e.g. a marker written before the webhook
+// ran). The caller checks that m selects the pod.
+func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.ContainerProbe, []skip) {
+	var out []v1alpha1.ContainerProbe
+	var skipped []skip
+	for i := range m.Spec.Probes {
+		p := &m.Spec.Probes[i]
+		c := nppspec.Container(pod, p.ContainerName)
+		if c == nil {
+			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name,
+				reason: fmt.Sprintf("pod has no container %q", p.ContainerName)})
+			continue
+		}
+		probe, err := nppspec.ResolvePorts(&p.Probe.Probe, c)
+		if err == nil {
+			err = nppspec.CheckProbe(probe, pod.Status.PodIP, false, field.NewPath("spec", "probes").Index(i).Child("probe"))
+		}
+		if err != nil {
+			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name, reason: err.Error()})
+			continue
+		}
+		out = append(out, v1alpha1.ContainerProbe{
+			Name:          v1alpha1.ProbeName(m.Name, p.Name),
+			ContainerName: p.ContainerName,
+			Probe:         v1alpha1.ContainerProbeSpec{Probe: *probe},
+		})
+	}
+	return out, skipped
+}
+
+// desiredEntries is the marker part of a node's NodePodProbe spec: for every probeable pod of
+// pods, the probes of every marker that selects it. markers may hold markers of any namespace.
+// The result is canonical (see nppspec.Canonical).
+func desiredEntries(pods []corev1.Pod, markers []v1alpha1.PodProbeMarker) ([]v1alpha1.PodProbe, []skip) {
+	byNS := map[string][]*v1alpha1.PodProbeMarker{}
+	for i := range markers {
+		byNS[markers[i].Namespace] = append(byNS[markers[i].Namespace], &markers[i])
+	}
+	var out []v1alpha1.PodProbe
+	var skipped []skip
+	for i := range pods {
+		pod := &pods[i]
+		if !nppspec.Probeable(pod) {
+			continue
+		}
+		entry := v1alpha1.PodProbe{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), IP: pod.Status.PodIP}
+		for _, m := range byNS[pod.Namespace] {
+			if !selects(m, pod) {
+				continue
+			}
+			probes, s := markerProbes(m, pod)
+			entry.Probes = append(entry.Probes, probes...)
+			skipped = append(skipped, s...)
+		}
+		if len(entry.Probes) > 0 {
+			out = append(out, entry)
+		}
+	}
+	return nppspec.Canonical(out), skipped
+}

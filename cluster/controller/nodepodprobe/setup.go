@@ -1,0 +1,178 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package nodepodprobe turns PodProbeMarkers into NodePodProbe work: one NodePodProbe per Ready
+// node, holding the probes of every marker for every probeable pod the marker selects on that
+// node, with the pod's IP and named ports resolved. It also keeps each marker's status.
+//
+// The reconcile is per node and level-based: the node's marker entries are recomputed from the
+// informer caches (markers and the node's pods) and written only when they differ from the
+// NodePodProbe's, as one patch. Markers, pods and nodes only choose which nodes to recompute. So
+// removing a probe, deleting a marker, or a pod leaving or changing UID removes exactly its
+// entries, with no finalizer: whatever is not wanted is not in the next spec. Probes of the
+// enhanced-liveness mapping in the same spec are never touched (see nppspec.Owner).
+package nodepodprobe
+
+import (
+	"context"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+)
+
+// Names of the controllers, as they appear in logs and metrics.
+const (
+	ControllerName       = "nodepodprobe"
+	StatusControllerName = "podprobemarker-status"
+)
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=nodepodprobes,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=podprobemarkers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=podprobemarkers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Option tunes SetupWithManager.
+type Option func(*options)
+
+type options struct {
+	workers int
+}
+
+// WithWorkers sets how many nodes (and markers, for their status) are reconciled at once
+// (default 2).
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// SetupWithManager adds the NodePodProbe controller (per node) and the PodProbeMarker status
+// controller (per marker) to mgr. Both only run on the elected leader.
+func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
+	o := options{workers: 2}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx := context.Background()
+	if err := nppspec.IndexPodsByNode(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.NodePodProbe{}, markerIndex, indexNPPByMarker); err != nil {
+		return err
+	}
+	c := mgr.GetClient()
+
+	nodes := &nodeReconciler{client: c, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName)}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&corev1.Node{}, builder.WithPredicates(nodeReadyChanged())).
+		Watches(&v1alpha1.NodePodProbe{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
+			builder.WithPredicates(nppspec.PodPlacementChanged())).
+		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToNodes(c)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
+		Complete(nodes)
+	if err != nil {
+		return err
+	}
+
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(StatusControllerName).
+		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToMarkers(c)),
+			builder.WithPredicates(nppspec.PodPlacementChanged())).
+		Watches(&v1alpha1.NodePodProbe{}, handler.EnqueueRequestsFromMapFunc(nppToMarkers),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
+		Complete(&statusReconciler{client: c})
+}
+
+// nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only
+// matters for creating the NodePodProbe.
+func nodeReadyChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*corev1.Node)
+			cur, ok2 := e.ObjectNew.(*corev1.Node)
+			return !ok1 || !ok2 || nodeReady(old) != nodeReady(cur)
+		},
+	}
+}
+
+func podToNode(_ context.Context, o client.Object) []reconcile.Request {
+	if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: n}}}
+	}
+	return nil
+}
+
+// The map functions list with UnsafeDisableDeepCopy: they only read the cached objects.
+
+// markerToNodes maps a marker to the nodes that run pods its selector matches and the nodes whose
+// NodePodProbe holds its probes (for pods it no longer matches, or after it is deleted).
+func markerToNodes(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		m := o.(*v1alpha1.PodProbeMarker)
+		nodes := map[string]bool{}
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
+			for i := range pods.Items {
+				if n := pods.Items[i].Spec.NodeName; n != "" && nppspec.SelectorMatches(m, &pods.Items[i]) {
+					nodes[n] = true
+				}
+			}
+		}
+		var npps v1alpha1.NodePodProbeList
+		if err := c.List(ctx, &npps, client.MatchingFields{markerIndex: markerKey(m.Namespace, m.Name)}, client.UnsafeDisableDeepCopy); err == nil {
+			for i := range npps.Items {
+				nodes[npps.Items[i].Name] = true
+			}
+		}
+		reqs := make([]reconcile.Request, 0, len(nodes))
+		for n := range nodes {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+		}
+		return reqs
+	}
+}
+
+// podToMarkers maps a pod to the markers of its namespace whose selector matches it. The map
+// function sees the old and the new object of an update, so a marker the pod stops matching is
+// found too.
+func podToMarkers(c client.Client) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		pod := o.(*corev1.Pod)
+		var list v1alpha1.PodProbeMarkerList
+		if err := c.List(ctx, &list, client.InNamespace(pod.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range list.Items {
+			if nppspec.SelectorMatches(&list.Items[i], pod) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+		}
+		return reqs
+	}
+}
+
+// nppToMarkers maps a NodePodProbe to the markers whose probes it holds (old and new spec).
+func nppToMarkers(_ context.Context, o client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, k := range indexNPPByMarker(o) {
+		ns, name, _ := strings.Cut(k, "/")
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
+	return reqs
+}

@@ -1,0 +1,147 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package nodepodprobe
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+)
+
+// markerIndex indexes NodePodProbes by the "<namespace>/<marker>" of each marker whose probes
+// their spec holds, so a marker finds the nodes it is placed on without scanning them all.
+const markerIndex = "probeshim.markers"
+
+func markerKey(namespace, name string) string { return namespace + "/" + name }
+
+func indexNPPByMarker(o client.Object) []string {
+	npp := o.(*v1alpha1.NodePodProbe)
+	seen := map[string]bool{}
+	var keys []string
+	for _, pp := range npp.Spec.PodProbes {
+		for _, p := range pp.Probes {
+			if m, _, ok := v1alpha1.SplitProbeName(p.Name); ok {
+				k := markerKey(pp.Namespace, m)
+				if !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	return keys
+}
+
+// statusReconciler writes a PodProbeMarker's status: matchedPods, the probeable pods its selector
+// matches, and observedGeneration, raised to the marker's generation only once this generation's
+// probes are placed on every node that has a NodePodProbe (no entry missing, none stale). A
+// client that waits for observedGeneration == generation therefore knows the change is in place.
+type statusReconciler struct {
+	client client.Client
+}
+
+func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	m := &v1alpha1.PodProbeMarker{}
+	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil || m.DeletionTimestamp != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	// Read-only views of the cache (no copy): a namespace can hold many pods, and this runs on
+	// their events. Nothing below modifies them.
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, err
+	}
+	var matched int64
+	byNode := map[string][]*corev1.Pod{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if nppspec.Probeable(pod) && selects(m, pod) {
+			matched++
+			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		}
+	}
+	var npps v1alpha1.NodePodProbeList
+	if err := r.client.List(ctx, &npps, client.MatchingFields{markerIndex: markerKey(m.Namespace, m.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, err
+	}
+	placed := true
+	for i := range npps.Items {
+		npp := &npps.Items[i]
+		if !placedOn(m, byNode[npp.Name], npp) {
+			placed = false
+		}
+		delete(byNode, npp.Name)
+	}
+	for node, pods := range byNode { // nodes the marker should be on but is not yet
+		npp := &v1alpha1.NodePodProbe{}
+		if err := r.client.Get(ctx, client.ObjectKey{Name: node}, npp); apierrors.IsNotFound(err) {
+			continue // no NodePodProbe (node not Ready yet): nothing can be placed there
+		} else if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !placedOn(m, pods, npp) {
+			placed = false
+		}
+	}
+
+	gen := m.Status.ObservedGeneration
+	if placed {
+		gen = m.Generation
+	}
+	if gen == m.Status.ObservedGeneration && matched == m.Status.MatchedPods {
+		return reconcile.Result{}, nil
+	}
+	// Explicit fields: matchedPods is omitempty in the type, and 0 must still be written.
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": gen, "matchedPods": matched}})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.client.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("updating PodProbeMarker status: %w", err))
+	}
+	log.FromContext(ctx).V(1).Info("updated PodProbeMarker status", "observedGeneration", gen, "matchedPods", matched)
+	return reconcile.Result{}, nil
+}
+
+// placedOn reports whether npp holds exactly m's probes for pods (m's selected, probeable pods on
+// that node) and none of m's probes for any other pod.
+func placedOn(m *v1alpha1.PodProbeMarker, pods []*corev1.Pod, npp *v1alpha1.NodePodProbe) bool {
+	want := map[string][]v1alpha1.ContainerProbe{}
+	for _, pod := range pods {
+		if probes, _ := markerProbes(m, pod); len(probes) > 0 {
+			want[string(pod.UID)] = probes
+		}
+	}
+	have := map[string][]v1alpha1.ContainerProbe{}
+	for _, pp := range npp.Spec.PodProbes {
+		if pp.Namespace != m.Namespace {
+			continue
+		}
+		for _, p := range pp.Probes {
+			if name, _, ok := v1alpha1.SplitProbeName(p.Name); ok && name == m.Name {
+				have[pp.UID] = append(have[pp.UID], p)
+			}
+		}
+	}
+	if len(want) != len(have) {
+		return false
+	}
+	for uid, probes := range want {
+		got := nppspec.Canonical([]v1alpha1.PodProbe{{Probes: have[uid]}})
+		exp := nppspec.Canonical([]v1alpha1.PodProbe{{Probes: probes}})
+		if len(got) == 0 || !nppspec.Equal(got, exp) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,215 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
+)
+
+// annotationMirrorPod marks the API server's mirror of a static pod. The kubelet runs the static
+// manifest on disk, so changing the mirror would only make it lie about what runs.
+const annotationMirrorPod = corev1.MirrorPodAnnotationKey
+
+// LivenessMutator hands the liveness probes of pods annotated
+// apps.kruise.io/using-enhanced-liveness: "true" to probeshim on CREATE: each container's
+// livenessProbe moves into the apps.kruise.io/container-probe-context annotation and is removed
+// from the container, so the kubelet never restarts the container on its own and the liveness
+// decider decides instead. "Each container" is every container the kubelet would run a liveness
+// probe for, in spec order: sidecars (restartable init containers) first, then the containers,
+// only those that have one.
+//
+// It is idempotent: a pod whose probes were already moved has none left in its containers and is
+// admitted unchanged; a probe added by a later mutating webhook (reinvocation) is merged into the
+// existing annotation. A probe probeshim cannot run as a liveness probe is rejected, never dropped:
+// silently dropping it would leave the container without any liveness check.
+type LivenessMutator struct{}
+
+var _ admission.Handler = LivenessMutator{}
+
+// Handle implements admission.Handler.
+func (LivenessMutator) Handle(_ context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create {
+		return admission.Allowed("")
+	}
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
+	}
+	if pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
+		return admission.Allowed("")
+	}
+	if _, mirror := pod.Annotations[annotationMirrorPod]; mirror {
+		return admission.Allowed("mirror pod: the kubelet runs the static pod's own probes")
+	}
+
+	probes, moved, errs := livenessContext(pod)
+	if len(errs) > 0 {
+		return denyPod(pod, req.Namespace, errs)
+	}
+	if len(moved) == 0 {
+		return admission.Allowed("") // nothing to move, nothing to record
+	}
+	value, err := v1alpha1.FormatContainerProbeContext(probes)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	mutated, err := moveLivenessProbes(req.Object.Raw, value, moved)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, mutated)
+	// The patch library walks maps in random order. Our operations touch disjoint paths and
+	// never add or remove list elements, so sorting by path is safe and makes the response stable.
+	sort.SliceStable(resp.Patches, func(i, j int) bool { return resp.Patches[i].Path < resp.Patches[j].Path })
+	return resp
+}
+
+// probedContainer is a container the kubelet would run a liveness probe for, and where it is.
+type probedContainer struct {
+	c    *corev1.Container
+	list string // "initContainers" or "containers"
+	idx  int
+}
+
+// probedContainers lists the pod's sidecars (restartable init containers) and containers in
+// spec order. Other init containers cannot have a liveness probe.
+func probedContainers(pod *corev1.Pod) []probedContainer {
+	var out []probedContainer
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			out = append(out, probedContainer{c, "initContainers", i})
+		}
+	}
+	for i := range pod.Spec.Containers {
+		out = append(out, probedContainer{&pod.Spec.Containers[i], "containers", i})
+	}
+	return out
+}
+
+// livenessContext computes the annotation entries for pod, and where the probes to remove are:
+// the liveness probe of every container that has one in its spec, plus the entries an earlier
+// pass already recorded for the others. It returns no entries when no container has a liveness
+// probe in its spec, so such a pod stays unchanged.
+func livenessContext(pod *corev1.Pod) ([]v1alpha1.ContainerLivenessProbe, []probedContainer, field.ErrorList) {
+	annPath := field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationContainerProbeContext)
+	containers := probedContainers(pod)
+	var errs field.ErrorList
+
+	recorded := map[string]v1alpha1.ContainerLivenessProbe{}
+	if value, ok := pod.Annotations[v1alpha1.AnnotationContainerProbeContext]; ok {
+		existing, err := v1alpha1.ParseContainerProbeContext(value)
+		if err != nil {
+			return nil, nil, field.ErrorList{field.Invalid(annPath, value, "must be a JSON list of {name, livenessProbe}: "+err.Error())}
+		}
+		errs = append(errs, validation.ValidateContainerProbeContext(existing, annPath)...)
+		names := map[string]bool{}
+		for _, pc := range containers {
+			names[pc.c.Name] = true
+		}
+		for i, p := range existing {
+			if p.Name != "" && !names[p.Name] {
+				errs = append(errs, field.NotFound(annPath.Index(i).Child("name"), p.Name))
+			}
+			recorded[p.Name] = p
+		}
+	}
+
+	var probes []v1alpha1.ContainerLivenessProbe
+	var moved []probedContainer
+	for _, pc := range containers {
+		switch {
+		case pc.c.LivenessProbe != nil:
+			// The pod IP is not known at CREATE; the shared validation then accepts loopback Host
+			// headers only, which is what a probe dialled inside the pod's netns can reach anyway.
+			errs = append(errs, validation.ValidateProbe(pc.c.LivenessProbe, validation.ProbeOptions{Liveness: true},
+				field.NewPath("spec", pc.list).Index(pc.idx).Child("livenessProbe"))...)
+			probes = append(probes, v1alpha1.ContainerLivenessProbe{Name: pc.c.Name, LivenessProbe: *pc.c.LivenessProbe})
+			moved = append(moved, pc)
+		case recorded[pc.c.Name].Name != "":
+			probes = append(probes, recorded[pc.c.Name])
+		}
+	}
+	if len(errs) > 0 || len(moved) == 0 {
+		return nil, nil, errs
+	}
+	return probes, moved, nil
+}
+
+// moveLivenessProbes edits the pod's JSON as sent, not a re-encoding of the typed pod, so the
+// patch carries exactly our change and nothing the typed round trip would add or drop.
+func moveLivenessProbes(raw []byte, annotation string, moved []probedContainer) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("pod has no metadata object")
+	}
+	ann, ok := meta["annotations"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("pod has no annotations object")
+	}
+	ann[v1alpha1.AnnotationContainerProbeContext] = annotation
+	spec, ok := obj["spec"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("pod has no spec object")
+	}
+	for _, pc := range moved {
+		list, _ := spec[pc.list].([]any)
+		if pc.idx >= len(list) {
+			return nil, fmt.Errorf("pod has no %s[%d]", pc.list, pc.idx)
+		}
+		c, ok := list[pc.idx].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("pod's %s[%d] is not an object", pc.list, pc.idx)
+		}
+		delete(c, "livenessProbe")
+	}
+	return json.Marshal(obj)
+}
+
+// denyPod rejects an opted-in pod whose probes cannot be handed over, as an Invalid status with
+// field causes, and says why these fields matter for this pod.
+func denyPod(pod *corev1.Pod, namespace string, errs field.ErrorList) admission.Response {
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	msgs := make([]string, 0, len(errs))
+	causes := make([]metav1.StatusCause, 0, len(errs))
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+		causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(e.Type), Message: e.ErrorBody(), Field: e.Field})
+	}
+	msg := fmt.Sprintf("pod %s/%s has %s: %q, but its liveness probes cannot be handed to probeshim: %s",
+		namespace, name, v1alpha1.AnnotationUsingEnhancedLiveness, "true", strings.Join(msgs, "; "))
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
+		Allowed: false,
+		Result: &metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    http.StatusUnprocessableEntity,
+			Reason:  metav1.StatusReasonInvalid,
+			Message: msg,
+			Details: &metav1.StatusDetails{Name: name, Kind: "Pod", Causes: causes},
+		},
+	}}
+}

@@ -1,0 +1,216 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+func podRequest(t *testing.T, op admissionv1.Operation, pod string) admission.Request {
+	t.Helper()
+	if !json.Valid([]byte(pod)) {
+		t.Fatalf("test pod is not JSON: %s", pod)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "uid-1", Operation: op, Namespace: "games", Object: runtime.RawExtension{Raw: []byte(pod)},
+	}}
+}
+
+// patchJSON is the patch exactly as the API server receives it.
+func patchJSON(t *testing.T, resp admission.Response) string {
+	t.Helper()
+	if err := resp.Complete(admission.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	return string(resp.Patch)
+}
+
+func TestLivenessMutatorPatch(t *testing.T) {
+	const opted = `"annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}`
+	cases := []struct {
+		name, pod string
+		patch     string // "" = admitted unchanged
+	}{
+		{
+			name: "two of three containers have probes, spec order kept",
+			pod: `{"metadata":{"name":"gs-0",` + opted + `},"spec":{"containers":[
+				{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["cat","/tmp/ok"]},"periodSeconds":5,"failureThreshold":3}},
+				{"name":"log","image":"busybox"},
+				{"name":"side","image":"busybox","livenessProbe":{"tcpSocket":{"port":8080},"timeoutSeconds":2}}]}}`,
+			patch: `[{"op":"add","path":"/metadata/annotations/apps.kruise.io~1container-probe-context",` +
+				`"value":"[{\"name\":\"main\",\"livenessProbe\":{\"exec\":{\"command\":[\"cat\",\"/tmp/ok\"]},\"periodSeconds\":5,\"failureThreshold\":3}},` +
+				`{\"name\":\"side\",\"livenessProbe\":{\"tcpSocket\":{\"port\":8080},\"timeoutSeconds\":2}}]"},` +
+				`{"op":"remove","path":"/spec/containers/0/livenessProbe"},` +
+				`{"op":"remove","path":"/spec/containers/2/livenessProbe"}]`,
+		},
+		{
+			name: "named port and loopback Host header are kept as written",
+			pod: `{"metadata":{"generateName":"web-",` + opted + `},"spec":{"containers":[
+				{"name":"web","image":"nginx","livenessProbe":{"httpGet":{"path":"/healthz","port":"http","httpHeaders":[{"name":"Host","value":"localhost"}]}}}]}}`,
+			patch: `[{"op":"add","path":"/metadata/annotations/apps.kruise.io~1container-probe-context",` +
+				`"value":"[{\"name\":\"web\",\"livenessProbe\":{\"httpGet\":{\"path\":\"/healthz\",\"port\":\"http\",\"httpHeaders\":[{\"name\":\"Host\",\"value\":\"localhost\"}]}}}]"},` +
+				`{"op":"remove","path":"/spec/containers/0/livenessProbe"}]`,
+		},
+		{
+			name: "sidecars (restartable init containers) first, plain init containers untouched",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{
+				"initContainers":[{"name":"setup","image":"busybox"},
+					{"name":"proxy","image":"envoy","restartPolicy":"Always","livenessProbe":{"grpc":{"port":15021}}}],
+				"containers":[{"name":"main","image":"busybox","livenessProbe":{"tcpSocket":{"port":80}}}]}}`,
+			patch: `[{"op":"add","path":"/metadata/annotations/apps.kruise.io~1container-probe-context",` +
+				`"value":"[{\"name\":\"proxy\",\"livenessProbe\":{\"grpc\":{\"port\":15021,\"service\":null}}},` +
+				`{\"name\":\"main\",\"livenessProbe\":{\"tcpSocket\":{\"port\":80}}}]"},` +
+				`{"op":"remove","path":"/spec/containers/0/livenessProbe"},` +
+				`{"op":"remove","path":"/spec/initContainers/1/livenessProbe"}]`,
+		},
+		{
+			name: "not opted in",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"false"}},"spec":{"containers":[
+				{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`,
+		},
+		{
+			name: "no annotations at all",
+			pod:  `{"metadata":{"name":"p"},"spec":{"containers":[{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`,
+		},
+		{
+			name: "opted in without liveness probes",
+			pod:  `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox"}]}}`,
+		},
+		{
+			name: "already moved: idempotent",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true",
+				"apps.kruise.io/container-probe-context":"[{\"name\":\"main\",\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]}}}]"}},
+				"spec":{"containers":[{"name":"main","image":"busybox"}]}}`,
+		},
+		{
+			name: "reinvoked after another webhook added a probe: merged in spec order",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true",
+				"apps.kruise.io/container-probe-context":"[{\"name\":\"main\",\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]}}}]"}},
+				"spec":{"containers":[{"name":"proxy","image":"envoy","livenessProbe":{"tcpSocket":{"port":15000}}},{"name":"main","image":"busybox"}]}}`,
+			patch: `[{"op":"replace","path":"/metadata/annotations/apps.kruise.io~1container-probe-context",` +
+				`"value":"[{\"name\":\"proxy\",\"livenessProbe\":{\"tcpSocket\":{\"port\":15000}}},{\"name\":\"main\",\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]}}}]"},` +
+				`{"op":"remove","path":"/spec/containers/0/livenessProbe"}]`,
+		},
+		{
+			name: "mirror pod left alone",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true","kubernetes.io/config.mirror":"abc"}},
+				"spec":{"containers":[{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			got := patchJSON(t, resp)
+			if got != tc.patch {
+				t.Errorf("patch\n got: %s\nwant: %s", got, tc.patch)
+			}
+			if tc.patch == "" {
+				return
+			}
+			// Applying the patch twice must be a no-op the second time (idempotent).
+			again := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, applyPatch(t, tc.pod, got)))
+			if p := patchJSON(t, again); !again.Allowed || p != "" {
+				t.Errorf("second pass: allowed=%v patch %s", again.Allowed, p)
+			}
+		})
+	}
+}
+
+func TestLivenessMutatorRejects(t *testing.T) {
+	const opted = `"annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}`
+	cases := []struct {
+		name, pod string
+		want      []string // substrings of the message, field paths first
+	}{
+		{
+			name: "successThreshold above 1",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
+				"livenessProbe":{"exec":{"command":["true"]},"successThreshold":2}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.successThreshold", "must be 1 for a liveness probe", "games/p", "using-enhanced-liveness"},
+		},
+		{
+			name: "tcpSocket host",
+			pod: `{"metadata":{"generateName":"web-",` + opted + `},"spec":{"containers":[{"name":"a","image":"x"},{"name":"main","image":"busybox",
+				"livenessProbe":{"tcpSocket":{"host":"10.0.0.1","port":80}}}]}}`,
+			want: []string{"spec.containers[1].livenessProbe.tcpSocket.host", "games/web-"},
+		},
+		{
+			name: "Host header naming another address (the pod IP is unknown at CREATE)",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
+				"livenessProbe":{"httpGet":{"port":80,"httpHeaders":[{"name":"Host","value":"169.254.169.254"}]}}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.httpGet.httpHeaders[0].value", "must name the pod"},
+		},
+		{
+			name: "no handler",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
+				"livenessProbe":{"periodSeconds":3}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe", "exactly one of exec, httpGet, tcpSocket or grpc"},
+		},
+		{
+			name: "malformed annotation",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true","apps.kruise.io/container-probe-context":"{"}},
+				"spec":{"containers":[{"name":"main","image":"busybox"}]}}`,
+			want: []string{"metadata.annotations[apps.kruise.io/container-probe-context]", "JSON list"},
+		},
+		{
+			name: "annotation names a container the pod does not have",
+			pod: `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true",
+				"apps.kruise.io/container-probe-context":"[{\"name\":\"gone\",\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]}}}]"}},
+				"spec":{"containers":[{"name":"main","image":"busybox"}]}}`,
+			want: []string{"metadata.annotations[apps.kruise.io/container-probe-context][0].name", "Not found", "gone"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
+			if resp.Allowed {
+				t.Fatalf("allowed with patch %s", patchJSON(t, resp))
+			}
+			if resp.Result.Code != 422 || resp.Result.Reason != "Invalid" {
+				t.Errorf("code %d reason %s, want 422 Invalid", resp.Result.Code, resp.Result.Reason)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(resp.Result.Message, w) {
+					t.Errorf("message %q lacks %q", resp.Result.Message, w)
+				}
+			}
+			if len(resp.Result.Details.Causes) == 0 || resp.Result.Details.Causes[0].Field != tc.want[0] {
+				t.Errorf("causes %+v, want the first on %s", resp.Result.Details.Causes, tc.want[0])
+			}
+		})
+	}
+}
+
+func TestLivenessMutatorIgnoresUpdates(t *testing.T) {
+	pod := `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}},
+		"spec":{"containers":[{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`
+	resp := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Update, pod))
+	if !resp.Allowed || patchJSON(t, resp) != "" {
+		t.Errorf("update: allowed=%v patch %s", resp.Allowed, patchJSON(t, resp))
+	}
+}
+
+func applyPatch(t *testing.T, doc, patch string) string {
+	t.Helper()
+	p, err := jsonpatch.DecodePatch([]byte(patch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}

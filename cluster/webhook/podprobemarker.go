@@ -1,0 +1,146 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
+)
+
+// AccessReviewer creates SubjectAccessReviews; a controller-runtime client.Client is one.
+type AccessReviewer interface {
+	Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error
+}
+
+// PodProbeMarkerValidator admits PodProbeMarkers that pass the shared validation and keep their
+// selector. An exec probe runs a command inside every selected container, which is what
+// `create pods/exec` guards, so a marker that adds or changes an exec probe is admitted only when
+// the requesting user may create pods/exec in the marker's namespace. Otherwise a marker would be
+// a way around RBAC.
+type PodProbeMarkerValidator struct {
+	Reviewer AccessReviewer
+}
+
+var _ admission.Handler = &PodProbeMarkerValidator{}
+
+// Handle implements admission.Handler.
+func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	ppm := &v1alpha1.PodProbeMarker{}
+	if err := json.Unmarshal(req.Object.Raw, ppm); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding PodProbeMarker: %w", err))
+	}
+	var old *v1alpha1.PodProbeMarker
+	var errs field.ErrorList
+	switch req.Operation {
+	case admissionv1.Create:
+		errs = validation.ValidatePodProbeMarker(ppm)
+	case admissionv1.Update:
+		old = &v1alpha1.PodProbeMarker{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding the old PodProbeMarker: %w", err))
+		}
+		errs = validation.ValidatePodProbeMarkerUpdate(ppm, old)
+	default:
+		return admission.Allowed("")
+	}
+	if len(errs) > 0 {
+		return denied(apierrors.NewInvalid(v1alpha1.SchemeGroupVersion.WithKind("PodProbeMarker").GroupKind(), ppm.Name, errs))
+	}
+
+	// Only new or changed exec probes need the check, so the controllers' own updates (finalizers,
+	// metadata) and edits that leave the commands alone never depend on the user's exec rights.
+	i := firstChangedExecProbe(ppm, old)
+	if i < 0 {
+		return admission.Allowed("")
+	}
+	allowed, reason, err := v.mayExec(ctx, req)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("checking whether %s may create pods/exec: %w", req.UserInfo.Username, err))
+	}
+	if !allowed {
+		msg := fmt.Sprintf("user %s may not create pods/exec in namespace %s; exec probes run commands inside containers",
+			req.UserInfo.Username, req.Namespace)
+		if reason != "" {
+			msg += " (" + reason + ")"
+		}
+		fe := field.Forbidden(field.NewPath("spec", "probes").Index(i).Child("probe", "exec"), msg)
+		return denied(apierrors.NewForbidden(v1alpha1.Resource("podprobemarkers"), ppm.Name, fe))
+	}
+	return admission.Allowed("")
+}
+
+// firstChangedExecProbe returns the index of the first exec probe of ppm that old does not have
+// with the same name, container and command, or -1. old is nil on create.
+func firstChangedExecProbe(ppm, old *v1alpha1.PodProbeMarker) int {
+	before := map[string]*v1alpha1.PodContainerProbe{}
+	if old != nil {
+		for i := range old.Spec.Probes {
+			before[old.Spec.Probes[i].Name] = &old.Spec.Probes[i]
+		}
+	}
+	for i := range ppm.Spec.Probes {
+		p := &ppm.Spec.Probes[i]
+		if p.Probe.Exec == nil {
+			continue
+		}
+		o := before[p.Name]
+		if o == nil || o.ContainerName != p.ContainerName || !equality.Semantic.DeepEqual(o.Probe.Exec, p.Probe.Exec) {
+			return i
+		}
+	}
+	return -1
+}
+
+// mayExec asks the API server's authorizer whether the requesting user may create pods/exec in
+// the request's namespace, as exactly the user the request came from.
+func (v *PodProbeMarkerValidator) mayExec(ctx context.Context, req admission.Request) (bool, string, error) {
+	u := req.UserInfo
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   u.Username,
+		Groups: u.Groups,
+		UID:    u.UID,
+		Extra:  convertExtra(u.Extra),
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace:   req.Namespace,
+			Verb:        "create",
+			Resource:    "pods",
+			Subresource: "exec",
+		},
+	}}
+	if err := v.Reviewer.Create(ctx, sar); err != nil {
+		return false, "", err
+	}
+	return sar.Status.Allowed && !sar.Status.Denied, sar.Status.Reason, nil
+}
+
+func convertExtra(in map[string]authenticationv1.ExtraValue) map[string]authorizationv1.ExtraValue {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]authorizationv1.ExtraValue, len(in))
+	for k, v := range in {
+		out[k] = authorizationv1.ExtraValue(v)
+	}
+	return out
+}
+
+// denied turns an API status error into a denial that keeps its code, reason and field causes;
+// the API server passes them on to the client.
+func denied(err *apierrors.StatusError) admission.Response {
+	st := err.Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st}}
+}

@@ -1,0 +1,171 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+)
+
+// fakeReviewer answers SubjectAccessReviews from a fixed decision and records them.
+type fakeReviewer struct {
+	allowed bool
+	err     error
+	got     []authorizationv1.SubjectAccessReviewSpec
+}
+
+func (f *fakeReviewer) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
+	sar := obj.(*authorizationv1.SubjectAccessReview)
+	f.got = append(f.got, sar.Spec)
+	if f.err != nil {
+		return f.err
+	}
+	sar.Status.Allowed = f.allowed
+	return nil
+}
+
+func marker(probes ...v1alpha1.PodContainerProbe) *v1alpha1.PodProbeMarker {
+	return &v1alpha1.PodProbeMarker{
+		ObjectMeta: metav1.ObjectMeta{Name: "idle", Namespace: "games"},
+		Spec: v1alpha1.PodProbeMarkerSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gs"}},
+			Probes:   probes,
+		},
+	}
+}
+
+func execProbe(name string, cmd ...string) v1alpha1.PodContainerProbe {
+	return v1alpha1.PodContainerProbe{
+		Name: name, ContainerName: "main", PodConditionType: "example.com/" + name,
+		Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}}},
+	}
+}
+
+func tcpProbe(name string, port int) v1alpha1.PodContainerProbe {
+	return v1alpha1.PodContainerProbe{
+		Name: name, ContainerName: "main", PodConditionType: "example.com/" + name,
+		Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}}}},
+	}
+}
+
+func markerRequest(t *testing.T, op admissionv1.Operation, obj, old *v1alpha1.PodProbeMarker) admission.Request {
+	t.Helper()
+	raw := func(o *v1alpha1.PodProbeMarker) runtime.RawExtension {
+		if o == nil {
+			return runtime.RawExtension{}
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: op, Namespace: "games", Name: obj.Name,
+		UserInfo: authenticationv1.UserInfo{Username: "alice", UID: "u-1", Groups: []string{"devs", "system:authenticated"},
+			Extra: map[string]authenticationv1.ExtraValue{"scopes": {"a", "b"}}},
+		Object: raw(obj), OldObject: raw(old),
+	}}
+}
+
+func TestPodProbeMarkerExecCheck(t *testing.T) {
+	cases := []struct {
+		name       string
+		op         admissionv1.Operation
+		obj, old   *v1alpha1.PodProbeMarker
+		mayExec    bool
+		wantReview bool
+		wantAllow  bool
+	}{
+		{"create without exec", admissionv1.Create, marker(tcpProbe("up", 80)), nil, false, false, true},
+		{"create with exec, allowed", admissionv1.Create, marker(execProbe("idle", "cat", "/idle")), nil, true, true, true},
+		{"create with exec, denied", admissionv1.Create, marker(tcpProbe("up", 80), execProbe("idle", "cat", "/idle")), nil, false, true, false},
+		{"update leaves exec alone", admissionv1.Update,
+			marker(execProbe("idle", "cat", "/idle"), tcpProbe("up", 81)), marker(execProbe("idle", "cat", "/idle"), tcpProbe("up", 80)), false, false, true},
+		{"update removes exec", admissionv1.Update,
+			marker(tcpProbe("up", 80)), marker(execProbe("idle", "cat", "/idle"), tcpProbe("up", 80)), false, false, true},
+		{"update changes the command", admissionv1.Update,
+			marker(execProbe("idle", "cat", "/busy")), marker(execProbe("idle", "cat", "/idle")), false, true, false},
+		{"update adds an exec probe", admissionv1.Update,
+			marker(execProbe("idle", "cat", "/idle"), execProbe("other", "true")), marker(execProbe("idle", "cat", "/idle")), true, true, true},
+		{"update turns a tcp probe into exec under the same name", admissionv1.Update,
+			marker(execProbe("up", "true")), marker(tcpProbe("up", 80)), false, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &fakeReviewer{allowed: tc.mayExec}
+			v := &PodProbeMarkerValidator{Reviewer: r}
+			resp := v.Handle(context.Background(), markerRequest(t, tc.op, tc.obj, tc.old))
+			if resp.Allowed != tc.wantAllow {
+				t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, tc.wantAllow, resp.Result)
+			}
+			if (len(r.got) > 0) != tc.wantReview {
+				t.Fatalf("%d access reviews, want review=%v", len(r.got), tc.wantReview)
+			}
+			if tc.wantReview {
+				want := authorizationv1.SubjectAccessReviewSpec{
+					User: "alice", UID: "u-1", Groups: []string{"devs", "system:authenticated"},
+					Extra: map[string]authorizationv1.ExtraValue{"scopes": {"a", "b"}},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{
+						Namespace: "games", Verb: "create", Resource: "pods", Subresource: "exec"},
+				}
+				if !reflect.DeepEqual(r.got[0], want) {
+					t.Errorf("review %+v\nwant %+v", r.got[0], want)
+				}
+			}
+			if !tc.wantAllow {
+				msg := resp.Result.Message
+				if resp.Result.Code != 403 || !strings.Contains(msg, "user alice may not create pods/exec in namespace games; exec probes run commands inside containers") ||
+					!strings.Contains(msg, "spec.probes[") {
+					t.Errorf("rejection %d %q", resp.Result.Code, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestPodProbeMarkerReviewError(t *testing.T) {
+	v := &PodProbeMarkerValidator{Reviewer: &fakeReviewer{err: errors.New("connection refused")}}
+	resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Create, marker(execProbe("idle", "true")), nil))
+	if resp.Allowed || resp.Result.Code != 500 || !strings.Contains(resp.Result.Message, "connection refused") {
+		t.Errorf("a failed review must fail closed: %+v", resp.Result)
+	}
+}
+
+func TestPodProbeMarkerUpdateRules(t *testing.T) {
+	old := marker(tcpProbe("up", 80))
+	moved := marker(tcpProbe("up", 80))
+	moved.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "other"}}
+	v := &PodProbeMarkerValidator{Reviewer: &fakeReviewer{}}
+	resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Update, moved, old))
+	if resp.Allowed || resp.Result.Code != 422 || !strings.Contains(resp.Result.Message, "spec.selector") ||
+		!strings.Contains(resp.Result.Message, "field is immutable") {
+		t.Errorf("selector change: %+v", resp.Result)
+	}
+	if c := resp.Result.Details.Causes; len(c) != 1 || c[0].Field != "spec.selector" {
+		t.Errorf("causes %+v", c)
+	}
+
+	bad := marker(tcpProbe("up", 0))
+	resp = v.Handle(context.Background(), markerRequest(t, admissionv1.Update, bad, old))
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "spec.probes[0].probe.tcpSocket.port") {
+		t.Errorf("invalid update: %+v", resp.Result)
+	}
+}

@@ -1,0 +1,29 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// Paths the handlers are served on; the webhook configurations in cluster/deploy name them.
+const (
+	PathPodLiveness    = "/mutate-pod-enhanced-liveness"
+	PathPodProbeMarker = "/validate-podprobemarker"
+	PathNodePodProbe   = "/validate-nodepodprobe"
+)
+
+// Server is where handlers are registered; controller-runtime's webhook.Server is one.
+type Server interface {
+	Register(path string, hook http.Handler)
+}
+
+// Register serves every handler of this package on srv. reviewer creates the
+// SubjectAccessReviews of the PodProbeMarker exec check, as the deployment's own identity.
+func Register(srv Server, reviewer AccessReviewer) {
+	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{}})
+	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
+	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
+}

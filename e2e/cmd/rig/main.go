@@ -1,0 +1,53 @@
+// Command rig starts and stops the test rig by hand:
+//
+//	rig up     bring the cluster up, print how to use it, and leave it running
+//	rig down   tear it down (also whatever a killed test left behind)
+//
+// The Kubernetes binaries come from $PROBESHIM_KUBE_BIN (make rig-up sets it).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/probeshim/probeshim/e2e/rig"
+)
+
+func main() {
+	if len(os.Args) != 2 || (os.Args[1] != "up" && os.Args[1] != "down") {
+		fmt.Fprintln(os.Stderr, "usage: rig up|down")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	cfg := rig.Config{Logf: logf}
+	start := time.Now()
+	switch os.Args[1] {
+	case "up":
+		r, err := rig.Start(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rig up:", err)
+			os.Exit(1)
+		}
+		fmt.Printf(`# rig up in %s; node %s, logs in %s
+# The API server listens inside network namespace %s only. Enter it with:
+%s
+# or run single commands there, e.g.:
+#   nsenter --net=%s %s/kubectl --kubeconfig %s get nodes
+export KUBECONFIG=%s
+export CONTAINERD_ADDRESS=%s
+# tear down with: make rig-down
+`, time.Since(start).Round(time.Millisecond), r.NodeName(), r.LogDir(), r.NetNSPath(), r.EnterHint(),
+			r.NetNSPath(), r.KubeBin(), r.AdminKubeconfig(), r.AdminKubeconfig(), r.ContainerdSocket())
+	case "down":
+		if err := rig.Teardown(ctx, cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "rig down:", err)
+			os.Exit(1)
+		}
+	}
+}

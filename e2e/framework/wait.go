@@ -1,0 +1,141 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PollInterval is how often the Wait helpers look.
+const PollInterval = 100 * time.Millisecond
+
+// Condition reports whether what is awaited holds; observed describes what it
+// saw, for the timeout message. An error ends the wait at once.
+type Condition func(ctx context.Context) (done bool, observed string, err error)
+
+// WaitFor polls cond every PollInterval until it holds, returns an error, ctx
+// ends, or timeout passes. The timeout error names what was awaited and the
+// last thing observed.
+func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condition) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	var observed string
+	for {
+		done, obs, err := cond(ctx)
+		if obs != "" {
+			observed = obs
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out after %s waiting for %s; last seen: %s", time.Since(start).Round(time.Millisecond), what, orNothing(observed))
+		case <-tick.C:
+		}
+	}
+}
+
+func orNothing(s string) string {
+	if s == "" {
+		return "(nothing)"
+	}
+	return s
+}
+
+// WaitForPod waits until cond holds for the pod and returns the pod as last
+// seen. A pod that does not exist (yet) is polled for like any other state.
+func (c *Cluster) WaitForPod(ctx context.Context, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	var last *corev1.Pod
+	err := WaitFor(ctx, timeout, fmt.Sprintf("pod %s/%s: %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "not found", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		last = p
+		return cond(p), DescribePod(p), nil
+	})
+	return last, err
+}
+
+// WaitForPodReady waits for the pod's Ready condition to be True.
+func (c *Cluster) WaitForPodReady(t testing.TB, pod *corev1.Pod, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	p, err := c.WaitForPod(Context(t, timeout+time.Second), pod.Namespace, pod.Name, timeout, "Ready", PodReady)
+	if err != nil {
+		t.Fatal(c.withEvents(pod, err))
+	}
+	return p
+}
+
+// WaitForPodGone waits until the pod no longer exists.
+func (c *Cluster) WaitForPodGone(ctx context.Context, ns, name string, timeout time.Duration) error {
+	return WaitFor(ctx, timeout, fmt.Sprintf("pod %s/%s to be gone", ns, name), func(ctx context.Context) (bool, string, error) {
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return false, DescribePod(p), nil
+	})
+}
+
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool { return PodCondition(p, corev1.PodReady) == corev1.ConditionTrue }
+
+// PodCondition returns the status of the pod's condition of type typ, or "".
+func PodCondition(p *corev1.Pod, typ corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == typ {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// ContainerStatus returns the status of the named container, or nil.
+func ContainerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// DescribePod is a one-line summary of a pod's state for failure messages.
+func DescribePod(p *corev1.Pod) string {
+	s := fmt.Sprintf("phase=%s", p.Status.Phase)
+	for _, c := range p.Status.Conditions {
+		s += fmt.Sprintf(" %s=%s", c.Type, c.Status)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		state := "?"
+		switch {
+		case cs.State.Running != nil:
+			state = "running"
+		case cs.State.Waiting != nil:
+			state = "waiting:" + cs.State.Waiting.Reason
+		case cs.State.Terminated != nil:
+			state = fmt.Sprintf("terminated:%s(%d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
+		}
+		s += fmt.Sprintf(" [%s %s ready=%t restarts=%d]", cs.Name, state, cs.Ready, cs.RestartCount)
+	}
+	return s
+}

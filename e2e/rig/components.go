@@ -1,0 +1,320 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+var metav1GetOptions = metav1.GetOptions{}
+
+// writeConfigs issues the certificates and writes the kubeconfigs and the
+// config files of containerd, the CNI network, the kubelet and kube-proxy.
+func (r *Rig) writeConfigs() error {
+	p, err := newPKI(r.path("pki"))
+	if err != nil {
+		return err
+	}
+	r.pki = p
+	if _, _, err := p.issue(certSpec{
+		name: "apiserver", cn: "kube-apiserver", server: true,
+		dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(NodeIP), net.ParseIP(APIServerServiceIP)},
+	}); err != nil {
+		return err
+	}
+	if _, _, err := p.issue(certSpec{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true}); err != nil {
+		return err
+	}
+	if _, _, err := p.issue(certSpec{name: "kubelet-serving", cn: "system:node:" + r.cfg.NodeName, orgs: []string{"system:nodes"}, server: true,
+		dns: []string{r.cfg.NodeName, "localhost"}, ips: []net.IP{net.ParseIP(NodeIP), net.ParseIP("127.0.0.1")}}); err != nil {
+		return err
+	}
+	if _, _, err := p.serviceAccountKey(); err != nil {
+		return err
+	}
+	server := r.inNetNSServer()
+	for _, k := range []struct{ file, user, group string }{
+		{"admin.kubeconfig", "rig-admin", "system:masters"},
+		{"kubelet.kubeconfig", "system:node:" + r.cfg.NodeName, "system:nodes"},
+		{"controller-manager.kubeconfig", "system:kube-controller-manager", ""},
+		{"scheduler.kubeconfig", "system:kube-scheduler", ""},
+		{"kube-proxy.kubeconfig", "system:kube-proxy", ""},
+	} {
+		var groups []string
+		if k.group != "" {
+			groups = []string{k.group}
+		}
+		if err := p.kubeconfig(r.path(k.file), server, k.user, groups...); err != nil {
+			return err
+		}
+	}
+	if r.admin, err = r.hostRESTConfig(r.AdminKubeconfig()); err != nil {
+		return err
+	}
+	if r.client, err = kubernetes.NewForConfig(r.admin); err != nil {
+		return err
+	}
+	files := map[string]string{
+		r.path("containerd", "config.toml"):       r.containerdConfig(),
+		r.path("cni", "net.d", "10-rig.conflist"): r.cniConfig(),
+		r.path("kubelet.yaml"):                    r.kubeletConfig(),
+		r.path("kube-proxy.yaml"):                 r.kubeProxyConfig(),
+	}
+	for f, content := range files {
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Rig) etcdArgs() []string {
+	return joinArgs(r.bin("etcd"), map[string]string{
+		"name":                        "rig",
+		"data-dir":                    r.path("etcd"),
+		"listen-client-urls":          "http://127.0.0.1:2379",
+		"advertise-client-urls":       "http://127.0.0.1:2379",
+		"listen-peer-urls":            "http://127.0.0.1:2380",
+		"initial-advertise-peer-urls": "http://127.0.0.1:2380",
+		"initial-cluster":             "rig=http://127.0.0.1:2380",
+		"unsafe-no-fsync":             "true",
+		"log-level":                   "warn",
+	})
+}
+
+func (r *Rig) apiserverArgs() []string {
+	pki := r.pki.path
+	return joinArgs(r.bin("kube-apiserver"), map[string]string{
+		"etcd-servers":                     "http://127.0.0.1:2379",
+		"bind-address":                     "0.0.0.0",
+		"secure-port":                      fmt.Sprint(APIServerPort),
+		"advertise-address":                NodeIP,
+		"tls-cert-file":                    pki("apiserver.crt"),
+		"tls-private-key-file":             pki("apiserver.key"),
+		"client-ca-file":                   pki("ca.crt"),
+		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
+		"service-account-key-file":         pki("sa.pub"),
+		"service-account-signing-key-file": pki("sa.key"),
+		"service-cluster-ip-range":         ServiceCIDR,
+		"authorization-mode":               "Node,RBAC",
+		"enable-admission-plugins":         "NodeRestriction",
+		"kubelet-client-certificate":       pki("apiserver-kubelet-client.crt"),
+		"kubelet-client-key":               pki("apiserver-kubelet-client.key"),
+		"kubelet-certificate-authority":    pki("ca.crt"),
+		"kubelet-preferred-address-types":  "InternalIP,Hostname",
+		// Services of webhooks (and aggregated APIs) resolve to pod IPs, so
+		// the API server needs no kube-proxy rules of its own.
+		"enable-aggregator-routing": "true",
+		"allow-privileged":          "true",
+		"profiling":                 "false",
+		"v":                         "1",
+	})
+}
+
+func (r *Rig) controllerManagerArgs() []string {
+	kc := r.path("controller-manager.kubeconfig")
+	return joinArgs(r.bin("kube-controller-manager"), map[string]string{
+		"kubeconfig":                       kc,
+		"authentication-kubeconfig":        kc,
+		"authorization-kubeconfig":         kc,
+		"bind-address":                     "127.0.0.1",
+		"leader-elect":                     "false",
+		"service-account-private-key-file": r.pki.path("sa.key"),
+		"root-ca-file":                     r.pki.path("ca.crt"),
+		"cluster-signing-cert-file":        r.pki.path("ca.crt"),
+		"cluster-signing-key-file":         r.pki.path("ca.key"),
+		"use-service-account-credentials":  "true",
+		"service-cluster-ip-range":         ServiceCIDR,
+		"v":                                "1",
+	})
+}
+
+func (r *Rig) schedulerArgs() []string {
+	kc := r.path("scheduler.kubeconfig")
+	return joinArgs(r.bin("kube-scheduler"), map[string]string{
+		"kubeconfig":                kc,
+		"authentication-kubeconfig": kc,
+		"authorization-kubeconfig":  kc,
+		"bind-address":              "127.0.0.1",
+		"leader-elect":              "false",
+		"v":                         "1",
+	})
+}
+
+func (r *Rig) kubeProxyArgs() []string {
+	return []string{r.bin("kube-proxy"), "--config=" + r.path("kube-proxy.yaml"), "--v=1"}
+}
+
+func (r *Rig) kubeletArgs() []string {
+	return joinArgs(r.bin("kubelet"), map[string]string{
+		"config":            r.path("kubelet.yaml"),
+		"kubeconfig":        r.KubeletKubeconfig(),
+		"root-dir":          r.KubeletRootDir(),
+		"hostname-override": r.cfg.NodeName,
+		"node-ip":           NodeIP,
+		"v":                 "1",
+	})
+}
+
+func (r *Rig) bin(name string) string { return filepath.Join(r.cfg.KubeBin, name) }
+
+// containerdConfig: own root, state and sockets; CRI with the CNI bridge;
+// restrict_oom_score_adj because root here lacks CAP_SYS_RESOURCE; pod
+// netns mounted under the state dir; runc's state under the rig's folder.
+func (r *Rig) containerdConfig() string {
+	c := r.path("containerd")
+	return fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[debug]
+  level = "info"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[6]q
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  disable_apparmor = true
+  stream_server_address = "127.0.0.1"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %[7]q
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %[8]q
+`, filepath.Join(c, "root"), filepath.Join(c, "state"), r.ContainerdSocket(), r.ContainerdSocket()+".ttrpc",
+		filepath.Join(c, "opt"), PauseImage, r.path("cni", "net.d"), r.path("run", "runc"))
+}
+
+// cniConfig: the rig's bridge is the pods' gateway; no masquerading, so pod
+// traffic can go nowhere but the netns. The network is named after the rig.
+func (r *Rig) cniConfig() string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": %q
+      }
+    }
+  ]
+}
+`, r.cfg.Name, Bridge, PodCIDR, PodGateway, r.path("cni", "ipam"))
+}
+
+func (r *Rig) kubeletConfig() string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://%[1]s
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /%[2]s/%[3]s
+cgroupsPerQOS: true
+failSwapOn: false
+makeIPTablesUtilChains: false
+readOnlyPort: 0
+address: %[4]s
+port: 10250
+tlsCertFile: %[5]s
+tlsPrivateKeyFile: %[6]s
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %[7]s
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+resolvConf: ""
+podLogsDir: %[8]s
+volumePluginDir: %[9]s
+serializeImagePulls: false
+registerNode: true
+nodeStatusUpdateFrequency: 4s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+shutdownGracePeriod: 0s
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 50Mi
+  nodefs.available: 1%%
+  imagefs.available: 1%%
+  nodefs.inodesFree: 1%%
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+`, r.ContainerdSocket(), r.cfg.Cgroup, podsCgroup, NodeIP, r.pki.path("kubelet-serving.crt"), r.pki.path("kubelet-serving.key"),
+		r.pki.path("ca.crt"), r.path("pod-logs"), r.path("kubelet-plugins"))
+}
+
+// kubeProxyConfig: iptables mode inside the netns; conntrack settings left
+// as they are, since they are global to the machine.
+func (r *Rig) kubeProxyConfig() string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %[1]s
+hostnameOverride: %[2]s
+mode: iptables
+clusterCIDR: %[3]s
+bindAddress: %[4]s
+nodePortAddresses: ["primary"]
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+  udpTimeout: 0s
+  udpStreamTimeout: 0s
+`, r.path("kube-proxy.kubeconfig"), r.cfg.NodeName, PodCIDR, NodeIP)
+}
+
+func (r *Rig) nodeReady(ctx context.Context) bool {
+	n, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1GetOptions)
+	if err != nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

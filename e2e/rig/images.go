@@ -1,0 +1,177 @@
+package rig
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/probeshim/probeshim/e2e/rig/image"
+)
+
+// The images every rig imports. Pods must use imagePullPolicy: Never (or
+// IfNotPresent): there is no registry.
+const (
+	// PauseImage is the sandbox image: a static Go pause program.
+	PauseImage = "probeshim.local/pause:e2e"
+	// TestImage has a static busybox with all its applets on PATH (sh, httpd,
+	// wget, nc, sleep, ...) and the project's test servers:
+	//   /bin/grpc-health-server  (e2e/testimages/grpchealth)
+	//   /bin/localhttp-server    (e2e/testimages/localhttp)
+	TestImage = "probeshim.local/testbox:e2e"
+)
+
+const modulePath = "github.com/probeshim/probeshim"
+
+// buildDirPrefix starts the names of the temporary folders of image builds
+// (then the rig's name); Teardown removes those an interrupted build left.
+const buildDirPrefix = "probeshim-images-"
+
+// Image describes an image to build and import.
+type Image struct {
+	Ref string // name:tag, e.g. probeshim.local/cluster:e2e
+	// Busybox adds the static busybox and its applets.
+	Busybox bool
+	// GoPrograms maps a path in the image to a Go main package of this
+	// module, built static (CGO_ENABLED=0), e.g.
+	// "/bin/probeshim-cluster": "github.com/probeshim/probeshim/cluster/cmd/probeshim-cluster".
+	GoPrograms map[string]string
+	// Entries are further files (see image.Entry).
+	Entries    []image.Entry
+	Entrypoint []string
+	Cmd        []string
+}
+
+// DefaultImages are PauseImage and TestImage.
+func DefaultImages() []Image {
+	return []Image{
+		{
+			Ref:        PauseImage,
+			GoPrograms: map[string]string{"/pause": modulePath + "/e2e/testimages/pause"},
+			Entrypoint: []string{"/pause"},
+		},
+		{
+			Ref:     TestImage,
+			Busybox: true,
+			GoPrograms: map[string]string{
+				"/bin/grpc-health-server": modulePath + "/e2e/testimages/grpchealth",
+				"/bin/localhttp-server":   modulePath + "/e2e/testimages/localhttp",
+			},
+			Cmd: []string{"sh"},
+		},
+	}
+}
+
+// ImportImage builds img and imports it into containerd's k8s.io namespace
+// of a running rig.
+func (r *Rig) ImportImage(ctx context.Context, img Image) error {
+	if err := r.buildImages(ctx, []Image{img}); err != nil {
+		return err
+	}
+	return r.importImages(ctx, []Image{img})
+}
+
+func (r *Rig) imageTar(ref string) string { return r.path("images", fileSafe(ref)+".tar") }
+
+// buildImages compiles every Go program of imgs in one `go build` and writes
+// one docker-archive tar per image.
+func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
+	// Build outside the rig's folder: a `go build` orphaned by a killed test
+	// must not write into the next rig's folder.
+	binDir, err := os.MkdirTemp("", buildDirPrefix+r.cfg.Name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(binDir)
+	pkgSet := map[string]bool{}
+	for _, img := range imgs {
+		for _, pkg := range img.GoPrograms {
+			pkgSet[pkg] = true
+		}
+	}
+	var pkgs []string
+	for p := range pkgSet {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	built := map[string]string{}
+	if len(pkgs) > 0 {
+		names := map[string]string{}
+		for _, p := range pkgs {
+			if other, dup := names[path.Base(p)]; dup {
+				return fmt.Errorf("go programs %s and %s have the same name", other, p)
+			}
+			names[path.Base(p)] = p
+			built[p] = filepath.Join(binDir, path.Base(p))
+		}
+		if err := goBuildStatic(ctx, binDir, pkgs...); err != nil {
+			return err
+		}
+	}
+	var applets []string
+	for _, img := range imgs {
+		if img.Busybox && applets == nil {
+			out, err := exec.CommandContext(ctx, "/bin/busybox", "--list-full").Output()
+			if err != nil {
+				return fmt.Errorf("busybox --list-full (is busybox-static installed?): %w", err)
+			}
+			applets = strings.Fields(string(out))
+		}
+		entries := image.BaseEntries()
+		if img.Busybox {
+			entries = append(entries, image.BusyboxEntries("/bin/busybox", applets)...)
+		}
+		for dst, pkg := range img.GoPrograms {
+			entries = append(entries, image.Entry{Path: dst, Source: built[pkg], Mode: 0o755})
+		}
+		entries = append(entries, img.Entries...)
+		spec := image.Spec{Ref: img.Ref, Entries: entries, Entrypoint: img.Entrypoint, Cmd: img.Cmd}
+		if err := image.WriteFile(r.imageTar(img.Ref), spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Rig) importImages(ctx context.Context, imgs []Image) error {
+	for _, img := range imgs {
+		cmd := exec.CommandContext(ctx, "ctr", "--address", r.ContainerdSocket(), "-n", ContainerdNamespace,
+			"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("ctr images import %s: %w: %s", img.Ref, err, out)
+		}
+	}
+	return nil
+}
+
+// goBuildStatic builds static binaries of the given packages of this module
+// into dir, from the module's root (found with `go env GOMOD` from the
+// working directory, which is inside the module for tests and `go run`).
+func goBuildStatic(ctx context.Context, dir string, pkgs ...string) error {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMOD: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
+		return fmt.Errorf("building %v: not inside the %s module", pkgs, modulePath)
+	}
+	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// Dies with the rig's process, so that a kill -9 leaves no build running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out.String())
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package rig
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one long-running component the rig started.
+type process struct {
+	Name    string `json:"name"`
+	PID     int    `json:"pid"`
+	Start   uint64 `json:"start"` // start time in clock ticks since boot, guards against PID reuse
+	Log     string `json:"log"`
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+}
+
+// startProcess starts argv inside the rig's network namespace with its output
+// in logs/<name>.log, moves it into the rig's daemon cgroup and records it in
+// the state file before returning.
+func (r *Rig) startProcess(name string, argv ...string) (*process, error) {
+	logPath := filepath.Join(r.dir, "logs", name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	full := append([]string{"--net=" + r.netnsPath, "--"}, argv...)
+	cmd := exec.Command("nsenter", full...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = r.dir
+	// Own process group: a Ctrl-C in the terminal reaches the test, which then
+	// tears down in order, not every component at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{Name: name, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, exited: make(chan struct{})}
+	p.Start = procStartTime(p.PID)
+	if err := r.cgroups.add(daemonCgroup, p.PID); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
+	r.procs = append(r.procs, p)
+	r.state.Processes = append(r.state.Processes, p)
+	if err := r.saveState(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// failed reports an error if the process has exited already.
+func (p *process) failed() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited: %v", p.Name, p.waitErr)
+	default:
+		return nil
+	}
+}
+
+// describe is the error text for a component that did not come up: the cause,
+// and the end of its log.
+func (p *process) describe(err error) error {
+	b, _ := os.ReadFile(p.Log)
+	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s", p.Name, err, p.Log, tail(b, 30))
+}
+
+// procStartTime returns field 22 of /proc/PID/stat, or 0 when the process is gone.
+func procStartTime(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name is in parentheses and may hold spaces: split after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// killRecorded sends SIGKILL to a recorded process if it is still the same
+// process (same start time), and waits briefly for it to go away.
+func killRecorded(pid int, start uint64) {
+	if pid <= 1 || start == 0 || procStartTime(pid) != start {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && procStartTime(pid) == start {
+		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(st, []byte(") Z ")) {
+			return // a zombie of our own, reaped by cmd.Wait
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stopGracefully sends SIGTERM and waits up to grace before SIGKILL.
+func (p *process) stopGracefully(grace time.Duration) {
+	if p.cmd == nil {
+		killRecorded(p.PID, p.Start)
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// tail returns the last n lines of b.
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,230 @@
+// Package restart checks that the rig recovers from being started twice and
+// from the death of the process that started it. Each test brings up rigs of
+// its own; there is no shared rig in this binary.
+package restart
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
+)
+
+const helperEnv = "PROBESHIM_RIG_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// helper is the child process the kill -9 tests start: it brings a rig up,
+// says READY on stdout and waits to be killed.
+func helper(string) int {
+	r, err := rig.Start(context.Background(), config())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	fmt.Println("READY", r.NodeName())
+	select {}
+}
+
+func config() rig.Config {
+	return rig.Config{Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+}
+
+func skipUnlessAvailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	if reason := framework.Unavailable(); reason != "" {
+		t.Skip(reason)
+	}
+}
+
+// recordedPIDs reads the PIDs in the state file of the rig with cfg.
+func recordedPIDs(t *testing.T, cfg rig.Config) []int {
+	t.Helper()
+	b, err := os.ReadFile(rig.StateFile(cfg))
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		Processes []struct{ PID int } `json:"processes"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range st.Processes {
+		pids = append(pids, p.PID)
+	}
+	return pids
+}
+
+// running reports the pids that are alive and not zombies.
+func running(pids []int) []int {
+	var out []int
+	for _, p := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err == nil && !strings.Contains(string(b), ") Z ") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func requireClean(t *testing.T, cfg rig.Config) {
+	t.Helper()
+	if left := rig.Leftovers(cfg); len(left) > 0 {
+		t.Fatalf("left behind: %s", strings.Join(left, "\n  "))
+	}
+}
+
+func TestStartTwiceInARow(t *testing.T) {
+	skipUnlessAvailable(t)
+	ctx := framework.Context(t, 5*time.Minute)
+	cfg := config()
+	first, err := rig.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Stop(context.Background()) })
+	firstPIDs := recordedPIDs(t, cfg)
+	second, err := rig.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("second start: %v", err)
+	}
+	if alive := running(firstPIDs); len(alive) > 0 {
+		t.Errorf("processes of the first rig still run after the second start: %v", alive)
+	}
+	c, err := framework.NewCluster(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kube.CoreV1().Nodes().Get(ctx, second.NodeName(), metav1Get); err != nil {
+		t.Fatalf("second rig's node: %v", err)
+	}
+	if err := second.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Stop(ctx); err != nil { // a no-op by now: must not fail
+		t.Fatal(err)
+	}
+	requireClean(t, cfg)
+}
+
+// startHelper runs this test binary as a helper that brings a rig up.
+func startHelper(t *testing.T) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=up")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, bufio.NewScanner(stdout)
+}
+
+func TestKillDashNineAfterUpThenStart(t *testing.T) {
+	skipUnlessAvailable(t)
+	cfg := config()
+	cmd, out := startHelper(t)
+	ready := make(chan bool, 1)
+	go func() {
+		for out.Scan() {
+			if strings.HasPrefix(out.Text(), "READY") {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("helper exited before its rig was up")
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("helper's rig not up after 3 minutes")
+	}
+	pids := recordedPIDs(t, cfg)
+	// While the helper lives, a Start elsewhere waits for it rather than
+	// tearing its rig down.
+	waitCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := rig.Start(waitCtx, cfg)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "lock") {
+		t.Fatalf("Start while another process holds the rig: want a lock timeout, got %v", err)
+	}
+	if alive := running(pids); len(alive) != len(pids) {
+		t.Fatalf("a waiting Start must not touch the running rig: %d of %v alive", len(alive), pids)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if alive := running(pids); len(alive) != len(pids) {
+		t.Fatalf("the helper's rig should outlive it: %d of %v alive", len(alive), pids)
+	}
+	ctx := framework.Context(t, 5*time.Minute)
+	r, err := rig.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start after kill -9: %v", err)
+	}
+	if alive := running(pids); len(alive) > 0 {
+		t.Errorf("processes of the killed helper's rig still run: %v", alive)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	requireClean(t, cfg)
+}
+
+func TestKillDashNineDuringBringUpThenTeardown(t *testing.T) {
+	skipUnlessAvailable(t)
+	cfg := config()
+	cmd, _ := startHelper(t)
+	// Kill it once the API server has been started: etcd, containerd and
+	// kube-apiserver run, the kubelet may.
+	err := framework.WaitFor(context.Background(), 3*time.Minute, "the helper to start kube-apiserver", func(context.Context) (bool, string, error) {
+		n := len(recordedPIDs(t, cfg))
+		return n >= 3, fmt.Sprintf("%d processes recorded", n), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := recordedPIDs(t, cfg)
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// What `make rig-down` does.
+	if err := rig.Teardown(framework.Context(t, time.Minute), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if alive := running(pids); len(alive) > 0 {
+		t.Errorf("still running after teardown: %v", alive)
+	}
+	requireClean(t, cfg)
+}
+
+var metav1Get = metav1.GetOptions{}

@@ -1,0 +1,82 @@
+// Command localhttp-server is an HTTP server that listens only on the pod's
+// loopback, so that only a probe run inside the pod's network namespace can
+// reach it.
+//
+//	localhttp-server [-listen 127.0.0.1:8080] [-code 200]
+//	localhttp-server set [-listen 127.0.0.1:8080] CODE
+//
+// Every path but /set answers with the current status code and a line that
+// names the request (method, path, Host header), so a test can see what a
+// probe sent. GET /set?code=N switches the code; the "set" form calls it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "set" {
+		if err := set(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	listen := flag.String("listen", "127.0.0.1:8080", "address; keep it on loopback")
+	code := flag.Int("code", http.StatusOK, "initial status code")
+	flag.Parse()
+	var current atomic.Int64
+	current.Store(int64(*code))
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/set", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.Atoi(r.URL.Query().Get("code"))
+		if err != nil || n < 100 || n > 599 {
+			http.Error(w, "code must be 100-599", http.StatusBadRequest)
+			return
+		}
+		current.Store(int64(n))
+		log.Printf("code now %d", n)
+		fmt.Fprintf(w, "code now %d\n", n)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c := int(current.Load())
+		log.Printf("%s %s host=%q ua=%q -> %d", r.Method, r.URL.Path, r.Host, r.UserAgent(), c)
+		w.WriteHeader(c)
+		fmt.Fprintf(w, "%d %s %s host=%s\n", c, r.Method, r.URL.Path, r.Host)
+	})
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("listening on %s, answering %d", ln.Addr(), *code)
+	log.Fatal(http.Serve(ln, mux))
+}
+
+func set(args []string) error {
+	fs := flag.NewFlagSet("set", flag.ExitOnError)
+	listen := fs.String("listen", "127.0.0.1:8080", "the server's address")
+	_ = fs.Parse(args)
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: localhttp-server set CODE")
+	}
+	resp, err := http.Get("http://" + *listen + "/set?code=" + fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	fmt.Print(string(body))
+	return nil
+}
