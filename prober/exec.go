@@ -1,0 +1,41 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// execGrace is how long past the probe timeout the engine waits for an
+// Execer that failed to enforce the timeout itself.
+var execGrace = 5 * time.Second
+
+func (m *Manager) probeExec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (Result, string, error) {
+	if m.exec == nil {
+		return Failure, "exec probes are not supported: no exec runner configured", nil
+	}
+	if len(cmd) == 0 {
+		return Failure, "exec probe has no command", nil
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout+execGrace)
+	defer cancel()
+	res, err := m.exec.Exec(ectx, containerID, cmd, timeout)
+	if errors.Is(err, ErrExecTimeout) || (err != nil && ctx.Err() == nil && errors.Is(ectx.Err(), context.DeadlineExceeded)) {
+		return Failure, fmt.Sprintf("command timed out after %s", timeout), nil
+	}
+	if err != nil {
+		return Unknown, "", err
+	}
+	out := res.Output
+	if len(out) > MaxOutput {
+		out = out[:MaxOutput]
+	}
+	if res.ExitCode == 0 {
+		return Success, string(out), nil
+	}
+	if len(out) == 0 {
+		return Failure, fmt.Sprintf("command exited with code %d", res.ExitCode), nil
+	}
+	return Failure, string(out), nil
+}

@@ -1,0 +1,58 @@
+package prober
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// probeGRPC calls grpc.health.v1.Health/Check on addr through d.
+func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time.Duration) (Result, string) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dial := lingerDial(d)
+	// passthrough: the address is already an IP; no resolver may run.
+	conn, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return dial(ctx, "tcp", a)
+		}),
+		grpc.WithUserAgent(UserAgent),
+		grpc.WithNoProxy(),
+		grpc.WithDisableRetry(),
+		grpc.WithDisableServiceConfig(),
+	)
+	if err != nil {
+		return Failure, fmt.Sprintf("error: failed to connect service at %q: %v", addr, err)
+	}
+	defer conn.Close()
+
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.Unimplemented:
+			return Failure, fmt.Sprintf("error: this server does not implement the grpc health protocol (grpc.health.v1.Health): %s", st.Message())
+		case codes.DeadlineExceeded:
+			if conn.GetState() != connectivity.Ready {
+				return Failure, fmt.Sprintf("timeout: failed to connect service %q within %v", addr, timeout)
+			}
+			return Failure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)
+		case codes.Unavailable:
+			return Failure, fmt.Sprintf("error: failed to connect service at %q: %s", addr, st.Message())
+		}
+		return Failure, fmt.Sprintf("error: health rpc probe failed: %v", err)
+	}
+	if s := resp.GetStatus(); s != healthpb.HealthCheckResponse_SERVING {
+		return Failure, fmt.Sprintf("service unhealthy (responded with %q)", s.String())
+	}
+	return Success, ""
+}

@@ -1,0 +1,132 @@
+// Package prober is probeshim's probe engine: exec, HTTP, TCP and gRPC health
+// handlers, one worker per probe with the kubelet's result semantics, and a
+// manager fed a desired set. It knows nothing of the API server; the node
+// service plugs in runtime and network access through the interfaces below.
+package prober
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Result is a probe outcome. The zero value is Unknown.
+type Result int
+
+const (
+	Unknown Result = iota
+	Success
+	Failure
+)
+
+func (r Result) String() string {
+	switch r {
+	case Success:
+		return "Success"
+	case Failure:
+		return "Failure"
+	default:
+		return "Unknown"
+	}
+}
+
+// Key names one probe. Two probes on one container differ by Probe, so their
+// results never collide.
+type Key struct {
+	PodUID    string
+	Container string
+	Probe     string
+}
+
+// PodRef is what the engine knows about a pod: enough to label metrics and
+// logs and for a Network to pick the pod's network namespace.
+type PodRef struct {
+	UID         string
+	Namespace   string
+	Name        string
+	IP          string
+	HostNetwork bool
+}
+
+// Desired is one probe the manager should run.
+type Desired struct {
+	Key  Key
+	Pod  PodRef
+	Spec corev1.Probe
+	// ProbeType is the probe_type metrics label, e.g. "custom" or "liveness".
+	ProbeType string
+	// Ports maps the container's named ports to numbers, for httpGet and
+	// tcpSocket probes that name a port. Optional.
+	Ports map[string]int32
+}
+
+// Update is a published result of one probe. Result is Unknown from the
+// moment a new container (ID) is seen until a run of its results reaches a
+// threshold. Message is at most MaxMessage bytes of valid UTF-8: the exec
+// output, or why a probe failed; empty for a plain network success. Time is
+// when the result or message last changed.
+type Update struct {
+	Key     Key
+	Result  Result
+	Message string
+	Time    time.Time
+}
+
+// ExecResult is the outcome of a command that ran to completion.
+type ExecResult struct {
+	ExitCode int
+	// Output is stdout then stderr. Implementations should cap it; the engine
+	// caps it again at MaxOutput.
+	Output []byte
+}
+
+// ErrExecTimeout is returned (possibly wrapped) by an Execer when the command
+// outlived its timeout and was killed. The engine maps it to Failure; every
+// other error is a probe error and is discarded.
+var ErrExecTimeout = errors.New("exec probe timed out")
+
+// Execer runs a command inside a container; it is called concurrently. On
+// timeout it must kill the process and return ErrExecTimeout. Any other error
+// (runtime unreachable, container gone) is a probe error. cmd must not be
+// modified.
+type Execer interface {
+	Exec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error)
+}
+
+// Dialer opens connections for HTTP, TCP and gRPC probes.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Network gives the dialer for a pod, e.g. one that dials inside the pod's
+// network namespace. It is called before every network probe, so it should
+// be cheap. An error is a probe error and is discarded.
+type Network interface {
+	DialerFor(pod PodRef) (Dialer, error)
+}
+
+// NetworkFunc adapts a function to Network.
+type NetworkFunc func(pod PodRef) (Dialer, error)
+
+func (f NetworkFunc) DialerFor(pod PodRef) (Dialer, error) { return f(pod) }
+
+// HostNetwork dials from the host's network namespace. It is the default.
+var HostNetwork Network = NetworkFunc(func(PodRef) (Dialer, error) { return hostDialer, nil })
+
+var hostDialer = &net.Dialer{}
+
+// ContainerStatus is the runtime's view of one container.
+type ContainerStatus struct {
+	ID        string
+	Running   bool
+	StartedAt time.Time
+}
+
+// ContainerSource answers from memory (kept current from runtime events); it is
+// called before every probe, so it must not call the runtime.
+type ContainerSource interface {
+	Container(podUID, containerName string) (ContainerStatus, bool)
+}

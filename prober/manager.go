@@ -1,0 +1,418 @@
+package prober
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/clock"
+)
+
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithExecer sets the runner for exec probes. Without one, exec probes fail
+// with a message saying so.
+func WithExecer(e Execer) Option { return func(m *Manager) { m.exec = e } }
+
+// WithNetwork sets where network probes dial from. The default is HostNetwork.
+func WithNetwork(n Network) Option { return func(m *Manager) { m.network = n } }
+
+// WithClock replaces the real clock, for tests.
+func WithClock(c clock.Clock) Option { return func(m *Manager) { m.clock = c } }
+
+// WithRegisterer registers the prober_* metrics on r. Without it the metrics
+// are kept but not exported.
+func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { m.registerer = r } }
+
+// WithLogger sets the logger. The engine logs only at Debug level.
+func WithLogger(l logrus.FieldLogger) Option { return func(m *Manager) { m.log = l } }
+
+// Manager owns one worker per desired probe and schedules them. Its methods
+// are safe for concurrent use.
+//
+// Workers are plain state: one scheduler goroutine keeps them in a heap
+// ordered by their next probe time and hands due ones to a pool of runner
+// goroutines, so an idle worker costs no goroutine stack (about 1 KiB of heap
+// in all).
+type Manager struct {
+	clock      clock.Clock
+	containers ContainerSource
+	exec       Execer
+	network    Network
+	registerer prometheus.Registerer
+	log        logrus.FieldLogger
+	results    *resultStore
+	jitter     func() float64 // in [0,1); replaced in tests
+
+	// onStart, if set, sees how late each probe started and whether the
+	// previous run of its worker overran the slot; for the benchmark.
+	onStart func(late time.Duration, overran bool)
+
+	baseCtx    context.Context
+	baseCancel context.CancelFunc
+	inflight   sync.WaitGroup
+	wake       chan struct{}
+	jobs       chan job // to idle runners
+
+	mu          sync.Mutex
+	workers     map[Key]*worker
+	byContainer map[containerRef][]*worker
+	queue       workerHeap
+	synced      bool // a Sync happened; later workers get no jitter
+	started     bool
+	stopped     bool
+}
+
+type containerRef struct{ podUID, container string }
+
+// NewManager returns a manager that reads container state from containers.
+// Call Run to start probing.
+func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
+	if containers == nil {
+		return nil, errors.New("prober: a ContainerSource is required")
+	}
+	m := &Manager{
+		clock:       clock.RealClock{},
+		containers:  containers,
+		network:     HostNetwork,
+		log:         logrus.StandardLogger(),
+		jitter:      rand.Float64,
+		wake:        make(chan struct{}, 1),
+		jobs:        make(chan job),
+		workers:     map[Key]*worker{},
+		byContainer: map[containerRef][]*worker{},
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.registerer != nil {
+		if err := m.registerer.Register(collector{m}); err != nil {
+			return nil, err
+		}
+	}
+	m.results = newResultStore()
+	m.baseCtx, m.baseCancel = context.WithCancel(context.Background())
+	return m, nil
+}
+
+// Updates delivers published results when their Result or Message changes.
+// It never blocks the workers: if the reader falls behind, it receives the
+// latest result of each changed key rather than every intermediate one. A
+// probe removed by Sync sends nothing more and leaves Snapshot. The channel is
+// closed when Run returns.
+func (m *Manager) Updates() <-chan Update { return m.results.out }
+
+// Snapshot returns the latest published result of every probe, sorted by key.
+func (m *Manager) Snapshot() []Update { return m.results.snapshot() }
+
+// Sync makes the set of workers equal to desired: it starts new probes,
+// applies spec changes to running ones in place and stops the rest. The first
+// Sync spreads its probes randomly over one period, so a service restart does
+// not probe everything at once; probes added later run at once.
+func (m *Manager) Sync(desired []Desired) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+
+	first := !m.synced
+	m.synced = true
+	seen := make(map[Key]struct{}, len(desired))
+	for i := range desired {
+		d := &desired[i]
+		if _, dup := seen[d.Key]; dup {
+			m.log.WithField("probe", d.Key.Probe).Debug("duplicate probe key in desired set, ignoring the later one")
+			continue
+		}
+		seen[d.Key] = struct{}{}
+		w, ok := m.workers[d.Key]
+		if ok && (w.pod != podIdentity(d.Pod) || w.probeType != d.ProbeType) {
+			// Metric labels are fixed per worker; a new identity is a new worker.
+			m.removeLocked(w)
+			ok = false
+		}
+		if ok {
+			m.updateLocked(w, d, now)
+			continue
+		}
+		w = newWorker(m, d)
+		w.next = now
+		if first {
+			w.next = now.Add(time.Duration(m.jitter() * float64(w.period())))
+		}
+		m.workers[d.Key] = w
+		ref := containerRef{d.Key.PodUID, d.Key.Container}
+		m.byContainer[ref] = append(m.byContainer[ref], w)
+		m.pushLocked(w)
+	}
+	for k, w := range m.workers {
+		if _, ok := seen[k]; !ok {
+			m.removeLocked(w)
+		}
+	}
+}
+
+// ContainerChanged probes the container's workers at once, e.g. after the
+// runtime reported that it restarted.
+func (m *Manager) ContainerChanged(podUID, container string) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.byContainer[containerRef{podUID, container}] {
+		switch {
+		case w.running:
+			w.wake = true
+		case w.index >= 0:
+			w.next = now
+			heap.Fix(&m.queue, w.index)
+			m.signalLocked(w)
+		}
+	}
+}
+
+// Run probes until ctx is done, then cancels probes in flight, waits for
+// them and closes Updates. It may be called once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return errors.New("prober: Run called twice")
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	var dispatch sync.WaitGroup
+	dispatch.Add(1)
+	go func() {
+		defer dispatch.Done()
+		m.results.run(ctx)
+	}()
+
+	timer := m.clock.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := m.dispatchDue()
+		timer.Stop()
+		select {
+		case <-timer.C():
+		default:
+		}
+		if wait >= 0 {
+			timer.Reset(wait)
+		}
+		var fired <-chan time.Time
+		if wait >= 0 {
+			fired = timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			m.stopped = true
+			m.mu.Unlock()
+			m.baseCancel()
+			m.inflight.Wait()
+			dispatch.Wait()
+			close(m.results.out)
+			return nil
+		case <-fired:
+		case <-m.wake:
+		}
+	}
+}
+
+// dispatchDue starts every worker that is due and returns how long until the
+// next one is, or -1 when none is queued.
+func (m *Manager) dispatchDue() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	for len(m.queue) > 0 {
+		w := m.queue[0]
+		if w.next.After(now) {
+			return w.next.Sub(now)
+		}
+		heap.Pop(&m.queue)
+		w.running = true
+		w.wake = false
+		w.lastSched = w.next
+		ctx, cancel := context.WithCancel(m.baseCtx)
+		w.cancel = cancel
+		m.inflight.Add(1)
+		j := job{ctx: ctx, w: w, sched: w.next, overran: w.overran}
+		select {
+		case m.jobs <- j: // an idle runner takes it
+		default:
+			go m.runner(j)
+		}
+	}
+	return -1
+}
+
+// job is one probe run of a worker scheduled for sched.
+type job struct {
+	ctx     context.Context
+	w       *worker
+	sched   time.Time
+	overran bool // the previous run outlasted its period
+}
+
+// runnerIdle is how long a runner waits for another probe before it exits.
+const runnerIdle = 200 * time.Millisecond
+
+// runner runs probes and stays for more while they keep coming, so that a
+// probe seldom starts on a fresh goroutine whose small stack must grow.
+func (m *Manager) runner(j job) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		m.runWorker(j)
+		idle.Reset(runnerIdle)
+		select {
+		case j = <-m.jobs:
+		case <-idle.C:
+			return
+		case <-m.baseCtx.Done():
+			return
+		}
+	}
+}
+
+func (m *Manager) runWorker(j job) {
+	defer m.inflight.Done()
+	w := j.w
+	if m.onStart != nil {
+		m.onStart(m.clock.Since(j.sched), j.overran)
+	}
+	w.doProbe(j.ctx)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w.cancel()
+	w.running, w.cancel = false, nil
+	if w.gone.Load() || m.stopped {
+		return
+	}
+	now := m.clock.Now()
+	// Fixed rate from the scheduled start, like a ticker. A probe that overran
+	// its period resumes at the next slot rather than at once: when the
+	// machine is overloaded, that sheds load instead of piling probes up until
+	// they time out and report false failures.
+	period := w.period()
+	next := j.sched.Add(period)
+	w.overran = next.Before(now)
+	if w.overran {
+		next = next.Add((now.Sub(next)/period + 1) * period)
+	}
+	if w.wake {
+		next = now
+	}
+	w.wake = false
+	w.next = next
+	m.pushLocked(w)
+}
+
+func (m *Manager) pushLocked(w *worker) {
+	heap.Push(&m.queue, w)
+	m.signalLocked(w)
+}
+
+// signalLocked wakes the scheduler when w became the earliest worker.
+func (m *Manager) signalLocked(w *worker) {
+	if w.index == 0 {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (m *Manager) updateLocked(w *worker, d *Desired, now time.Time) {
+	old := w.cfg.Load()
+	if old.pod == d.Pod && maps.Equal(old.ports, d.Ports) && reflect.DeepEqual(old.spec, d.Spec) {
+		return
+	}
+	cfg := newProbeConfig(d)
+	cfg.gen = old.gen
+	if !reflect.DeepEqual(old.spec.ProbeHandler, cfg.spec.ProbeHandler) {
+		cfg.gen++ // a different check: its run of results starts afresh
+	}
+	w.cfg.Store(cfg)
+	if cfg.period() != old.period() && w.index >= 0 && !w.lastSched.IsZero() {
+		next := w.lastSched.Add(w.period())
+		if next.Before(now) {
+			next = now
+		}
+		w.next = next
+		heap.Fix(&m.queue, w.index)
+		m.signalLocked(w)
+	}
+}
+
+func (m *Manager) removeLocked(w *worker) {
+	w.gone.Store(true)
+	delete(m.workers, w.key)
+	ref := containerRef{w.key.PodUID, w.key.Container}
+	list := m.byContainer[ref]
+	for i, o := range list {
+		if o == w {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(m.byContainer, ref)
+	} else {
+		m.byContainer[ref] = list
+	}
+	if w.index >= 0 {
+		heap.Remove(&m.queue, w.index)
+	}
+	if w.running {
+		w.cancel()
+	}
+	m.results.remove(w.key)
+}
+
+// workerHeap orders workers by their next probe time.
+type workerHeap []*worker
+
+func (h workerHeap) Len() int           { return len(h) }
+func (h workerHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h workerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *workerHeap) Push(x any) {
+	w := x.(*worker)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *workerHeap) Pop() any {
+	old := *h
+	n := len(old)
+	w := old[n-1]
+	old[n-1] = nil
+	w.index = -1
+	*h = old[:n-1]
+	return w
+}
+
+// debug reports whether Debug logs are wanted, so that per-probe log fields
+// are built only then.
+func (m *Manager) debug() bool {
+	switch l := m.log.(type) {
+	case *logrus.Logger:
+		return l.IsLevelEnabled(logrus.DebugLevel)
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
+	}
+	return true
+}

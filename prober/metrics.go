@@ -1,0 +1,144 @@
+package prober
+
+import (
+	"math"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Result label values, as the kubelet spells them.
+const (
+	resultSuccessful = "successful"
+	resultFailed     = "failed"
+	resultUnknown    = "unknown"
+)
+
+var (
+	probeTotalDesc = prometheus.NewDesc("prober_probe_total",
+		"Cumulative number of probes of a container by result.",
+		[]string{"probe_type", "result", "container", "pod", "namespace", "pod_uid"}, nil)
+	probeDurationDesc = prometheus.NewDesc("prober_probe_duration_seconds",
+		"Duration in seconds of a probe that did not fail.",
+		[]string{"probe_type", "container", "pod", "namespace"}, nil)
+	// prometheus.DefBuckets, as the kubelet uses; a fixed array needs the length as a constant.
+	durationBuckets = [numBuckets]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+)
+
+const numBuckets = 11
+
+// probeStats are one worker's counts. The engine keeps them in the worker and
+// builds the series only when scraped: client_golang children cost kilobytes
+// per worker, these 128 bytes.
+type probeStats struct {
+	results [3]atomic.Uint64 // by Result
+	// Duration histogram: one counter per bucket plus the overflow; the
+	// count is their sum, so a scrape never sees count and buckets disagree.
+	buckets [numBuckets + 1]atomic.Uint64
+	sumBits atomic.Uint64 // float64 seconds
+}
+
+// observe is called by the probing goroutine only.
+func (s *probeStats) observe(r Result, took time.Duration) {
+	s.results[r].Add(1)
+	if r == Failure {
+		return // like the kubelet: failures are often timeouts, not timed
+	}
+	sec := took.Seconds()
+	s.buckets[sort.SearchFloat64s(durationBuckets[:], sec)].Add(1)
+	for {
+		old := s.sumBits.Load()
+		if s.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+sec)) {
+			return
+		}
+	}
+}
+
+// collector exports the workers' stats with the kubelet's metric names. A
+// removed worker's series disappear with it. Probes that share a label set
+// (two probes of one probe_type on a container) are summed into one series.
+type collector struct{ m *Manager }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- probeTotalDesc
+	ch <- probeDurationDesc
+}
+
+type totalKey struct {
+	probeType, container, pod, ns, uid string
+	result                             Result
+}
+
+type durKey struct{ probeType, container, pod, ns string }
+
+type durAgg struct {
+	buckets [numBuckets + 1]uint64
+	sum     float64
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	ws := make([]*worker, 0, len(c.m.workers))
+	for _, w := range c.m.workers {
+		ws = append(ws, w)
+	}
+	c.m.mu.Unlock()
+
+	totals := map[totalKey]uint64{}
+	durs := map[durKey]*durAgg{}
+	for _, w := range ws {
+		s := &w.stats
+		for r := range s.results {
+			if n := s.results[r].Load(); n > 0 {
+				totals[totalKey{w.probeType, w.key.Container, w.pod.name, w.pod.namespace, w.pod.uid, Result(r)}] += n
+			}
+		}
+		var any bool
+		var b [numBuckets + 1]uint64
+		for i := range b {
+			b[i] = s.buckets[i].Load()
+			any = any || b[i] > 0
+		}
+		if !any {
+			continue
+		}
+		k := durKey{w.probeType, w.key.Container, w.pod.name, w.pod.namespace}
+		a := durs[k]
+		if a == nil {
+			a = &durAgg{}
+			durs[k] = a
+		}
+		for i := range b {
+			a.buckets[i] += b[i]
+		}
+		a.sum += math.Float64frombits(s.sumBits.Load())
+	}
+
+	for k, n := range totals {
+		ch <- prometheus.MustNewConstMetric(probeTotalDesc, prometheus.CounterValue, float64(n),
+			k.probeType, resultLabel(k.result), k.container, k.pod, k.ns, k.uid)
+	}
+	for k, a := range durs {
+		cum := make(map[float64]uint64, numBuckets)
+		var n uint64
+		for i, ub := range durationBuckets {
+			n += a.buckets[i]
+			cum[ub] = n
+		}
+		n += a.buckets[numBuckets]
+		ch <- prometheus.MustNewConstHistogram(probeDurationDesc, n, a.sum, cum,
+			k.probeType, k.container, k.pod, k.ns)
+	}
+}
+
+func resultLabel(r Result) string {
+	switch r {
+	case Success:
+		return resultSuccessful
+	case Failure:
+		return resultFailed
+	}
+	return resultUnknown
+}

@@ -1,0 +1,168 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const (
+	// UserAgent is sent by HTTP and gRPC probes, as the kubelet of the same
+	// minor version would send it.
+	UserAgent = "kube-probe/1.37"
+
+	// MaxOutput caps exec output and the HTTP body read, like the kubelet.
+	MaxOutput = 10 << 10
+	// MaxMessage caps Update.Message, the text kept in status.
+	MaxMessage = 1024
+)
+
+// runProbe runs cfg's handler once. An error means the probe could not be
+// run at all; its result is discarded.
+func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID string) (Result, string, error) {
+	timeout := cfg.timeout()
+	h := &cfg.spec.ProbeHandler
+	if n := countHandlers(h); n != 1 {
+		// A spec error is the user's to fix: say so in status rather than
+		// stay Unknown forever.
+		return Failure, fmt.Sprintf("probe must have exactly one handler (exec, httpGet, tcpSocket or grpc), has %d", n), nil
+	}
+	if h.Exec != nil {
+		return m.probeExec(ctx, containerID, h.Exec.Command, timeout)
+	}
+
+	var (
+		port     int
+		host     string
+		err      error
+		specHost string
+	)
+	switch {
+	case h.HTTPGet != nil:
+		port, err = resolvePort(h.HTTPGet.Port, cfg.ports)
+		specHost = h.HTTPGet.Host
+	case h.TCPSocket != nil:
+		port, err = resolvePort(h.TCPSocket.Port, cfg.ports)
+		specHost = h.TCPSocket.Host
+	case h.GRPC != nil:
+		port, err = checkPort(int(h.GRPC.Port))
+	}
+	if err != nil {
+		return Failure, err.Error(), nil
+	}
+	if host, err = probeHost(cfg.pod, specHost); err != nil {
+		return Failure, err.Error(), nil
+	}
+	d, err := m.network.DialerFor(cfg.pod)
+	if err != nil {
+		return Unknown, "", fmt.Errorf("no dialer for pod: %w", err)
+	}
+	if h.HTTPGet != nil {
+		return probeHTTP(ctx, d, host, port, h.HTTPGet, timeout)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	switch {
+	case h.TCPSocket != nil:
+		r, msg := probeTCP(ctx, d, addr, timeout)
+		return r, msg, nil
+	default:
+		service := ""
+		if h.GRPC.Service != nil {
+			service = *h.GRPC.Service
+		}
+		r, msg := probeGRPC(ctx, d, addr, service, timeout)
+		return r, msg, nil
+	}
+}
+
+func countHandlers(h *corev1.ProbeHandler) int {
+	n := 0
+	for _, set := range []bool{h.Exec != nil, h.HTTPGet != nil, h.TCPSocket != nil, h.GRPC != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// probeHost returns where a network probe connects: the pod. A host field
+// naming anything else is refused here too, not only by admission, so a
+// NodePodProbe written directly cannot point probes at other machines.
+// Loopback is the pod itself inside its own network namespace, but the node
+// for a hostNetwork pod.
+func probeHost(pod PodRef, host string) (string, error) {
+	if host == "" || host == pod.IP {
+		if pod.IP != "" {
+			return pod.IP, nil
+		}
+		if pod.HostNetwork {
+			return "", errors.New("pod IP is not known yet")
+		}
+		return "127.0.0.1", nil
+	}
+	if !pod.HostNetwork {
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+			return host, nil
+		}
+	}
+	return "", fmt.Errorf("probe host %q is not the pod", host)
+}
+
+func resolvePort(p intstr.IntOrString, named map[string]int32) (int, error) {
+	if p.Type == intstr.String {
+		n, ok := named[p.StrVal]
+		if !ok {
+			return 0, fmt.Errorf("port %q not found in the container's ports", p.StrVal)
+		}
+		return checkPort(int(n))
+	}
+	return checkPort(int(p.IntVal))
+}
+
+func checkPort(p int) (int, error) {
+	if p < 1 || p > 65535 {
+		return 0, fmt.Errorf("invalid port number: %d", p)
+	}
+	return p, nil
+}
+
+// capMessage cuts s to MaxMessage bytes on a rune boundary and makes it
+// valid UTF-8, since it ends up in a JSON status.
+func capMessage(s string) string {
+	if len(s) > MaxMessage {
+		i := MaxMessage
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+		if len(s) > MaxMessage {
+			return capMessage(s)
+		}
+	}
+	return s
+}
+
+// lingerDial dials with d and sets SO_LINGER to 1 s on TCP connections, as
+// the kubelet's probe dialer does, so closed probe sockets do not linger.
+func lingerDial(d Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if l, ok := c.(interface{ SetLinger(int) error }); ok {
+			_ = l.SetLinger(1)
+		}
+		return c, nil
+	}
+}

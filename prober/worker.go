@@ -1,0 +1,178 @@
+package prober
+
+import (
+	"context"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Defaults for zero fields of a probe, as the API server would fill them in.
+const (
+	defaultTimeoutSeconds   = 1
+	defaultPeriodSeconds    = 10
+	defaultSuccessThreshold = 1
+	defaultFailureThreshold = 3
+)
+
+// probeConfig is an immutable view of one Desired; Sync swaps in a new one
+// so a running worker picks up spec changes at its next probe.
+type probeConfig struct {
+	pod   PodRef
+	spec  corev1.Probe // as given; the accessors below apply the defaults
+	ports map[string]int32
+	gen   uint64 // bumped when the handler changes
+}
+
+func newProbeConfig(d *Desired) *probeConfig {
+	var ports map[string]int32
+	if len(d.Ports) > 0 {
+		ports = maps.Clone(d.Ports)
+	}
+	return &probeConfig{pod: d.Pod, spec: *d.Spec.DeepCopy(), ports: ports}
+}
+
+func orDefault(v, def int32) int32 {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func (c *probeConfig) timeout() time.Duration {
+	return time.Duration(orDefault(c.spec.TimeoutSeconds, defaultTimeoutSeconds)) * time.Second
+}
+
+func (c *probeConfig) period() time.Duration {
+	return time.Duration(orDefault(c.spec.PeriodSeconds, defaultPeriodSeconds)) * time.Second
+}
+
+func (c *probeConfig) successThreshold() int {
+	return int(orDefault(c.spec.SuccessThreshold, defaultSuccessThreshold))
+}
+
+func (c *probeConfig) failureThreshold() int {
+	return int(orDefault(c.spec.FailureThreshold, defaultFailureThreshold))
+}
+
+type podID struct{ uid, namespace, name string }
+
+func podIdentity(p PodRef) podID { return podID{p.UID, p.Namespace, p.Name} }
+
+// worker is the state of one probe. doProbe is only ever run by one
+// goroutine at a time (the scheduler does not requeue a running worker).
+type worker struct {
+	key       Key
+	m         *Manager
+	pod       podID
+	probeType string
+	cfg       atomic.Pointer[probeConfig]
+	gone      atomic.Bool // removed from the manager; publish nothing more
+	stats     probeStats
+
+	// Owned by the goroutine in doProbe.
+	containerID string
+	lastResult  Result
+	resultRun   int
+	gen         uint64
+
+	// Scheduling, guarded by Manager.mu.
+	next      time.Time
+	lastSched time.Time
+	index     int // in Manager.queue, -1 when not queued
+	running   bool
+	wake      bool // probe again as soon as the current run ends
+	overran   bool // the last run outlasted its period
+	cancel    context.CancelFunc
+}
+
+func newWorker(m *Manager, d *Desired) *worker {
+	w := &worker{
+		key:       d.Key,
+		m:         m,
+		pod:       podIdentity(d.Pod),
+		probeType: d.ProbeType,
+		index:     -1,
+	}
+	w.cfg.Store(newProbeConfig(d))
+	return w
+}
+
+func (w *worker) period() time.Duration {
+	return w.cfg.Load().period()
+}
+
+// doProbe is one tick of the worker's state machine.
+func (w *worker) doProbe(ctx context.Context) {
+	cfg := w.cfg.Load()
+	if cfg.gen != w.gen {
+		w.gen = cfg.gen
+		w.lastResult, w.resultRun = Unknown, 0
+	}
+
+	c, ok := w.m.containers.Container(w.key.PodUID, w.key.Container)
+	if !ok || c.ID == "" {
+		return // not created yet, or gone with its pod: wait
+	}
+	if c.ID != w.containerID {
+		// A new container: the old one's result says nothing about it.
+		msg := ""
+		if w.containerID != "" {
+			msg = "container restarted"
+		}
+		w.containerID = c.ID
+		w.lastResult, w.resultRun = Unknown, 0
+		w.publish(Unknown, msg)
+	}
+	if !c.Running {
+		w.publish(Failure, "container is not running")
+		return
+	}
+	// Whole seconds, like the kubelet; int64 so a zero StartedAt cannot wrap.
+	if int64(w.m.clock.Since(c.StartedAt)/time.Second) < int64(cfg.spec.InitialDelaySeconds) {
+		return
+	}
+
+	start := w.m.clock.Now()
+	result, msg, err := w.m.runProbe(ctx, cfg, c.ID)
+	if ctx.Err() != nil {
+		return // stopped or removed mid-probe: the outcome means nothing
+	}
+	if err != nil {
+		if w.m.debug() {
+			w.logger().WithError(err).Debug("probe error, result discarded")
+		}
+		return
+	}
+	w.stats.observe(result, w.m.clock.Since(start))
+
+	if result == w.lastResult {
+		w.resultRun++
+	} else {
+		w.lastResult, w.resultRun = result, 1
+	}
+	if (result == Failure && w.resultRun < cfg.failureThreshold()) ||
+		(result == Success && w.resultRun < cfg.successThreshold()) {
+		return
+	}
+	w.publish(result, msg)
+}
+
+func (w *worker) publish(r Result, msg string) {
+	u := Update{Key: w.key, Result: r, Message: capMessage(msg), Time: w.m.clock.Now()}
+	if w.m.results.set(u, &w.gone) && w.m.debug() {
+		w.logger().WithFields(logrus.Fields{"result": r, "message": u.Message}).Debug("probe result changed")
+	}
+}
+
+func (w *worker) logger() logrus.FieldLogger {
+	return w.m.log.WithFields(logrus.Fields{
+		"namespace": w.pod.namespace,
+		"pod":       w.pod.name,
+		"container": w.key.Container,
+		"probe":     w.key.Probe,
+	})
+}
