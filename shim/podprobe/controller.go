@@ -65,7 +65,7 @@ type Controller struct {
 	generation int64
 	exists     bool
 	pods       map[string]podMeta // pods of the spec, by UID
-	probes     map[prober.Key]bool
+	probes     map[prober.Key]string // probes being run, with their handler kind
 	dirty      bool
 }
 
@@ -84,7 +84,7 @@ func New(cfg Config) *Controller {
 		cfg.Log = logrus.StandardLogger()
 	}
 	cfg.Log = cfg.Log.WithField("node", cfg.Node)
-	return &Controller{cfg: cfg, kick: make(chan struct{}, 1), book: newBook(), pods: map[string]podMeta{}, probes: map[prober.Key]bool{}}
+	return &Controller{cfg: cfg, kick: make(chan struct{}, 1), book: newBook(), pods: map[string]podMeta{}, probes: map[prober.Key]string{}}
 }
 
 // Synced reports whether the first list of the NodePodProbe has been applied.
@@ -133,12 +133,12 @@ func (c *Controller) onObject(obj any) {
 	}
 	c.generation = npp.Generation
 	run, refused := desiredFromSpec(&npp.Spec)
-	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]bool{}
+	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]string{}
 	for _, pp := range npp.Spec.PodProbes {
 		c.pods[pp.UID] = podMeta{uid: pp.UID, namespace: pp.Namespace, name: pp.Name}
 	}
 	for _, d := range run {
-		c.probes[d.Key] = true
+		c.probes[d.Key] = handlerKind(&d.Spec.ProbeHandler)
 	}
 	for _, r := range refused {
 		c.cfg.Log.WithFields(logrus.Fields{"namespace": r.pod.namespace, "pod": r.pod.name,
@@ -155,7 +155,7 @@ func (c *Controller) onDelete() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.exists, c.generation = false, 0
-	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]bool{}
+	c.pods, c.probes = map[string]podMeta{}, map[prober.Key]string{}
 	c.book = newBook()
 	c.cfg.Engine.Sync(nil)
 	c.cfg.Log.Info("NodePodProbe deleted: stopped all probes")
@@ -179,7 +179,7 @@ func (c *Controller) consume(ctx context.Context) {
 func (c *Controller) apply(u prober.Update) {
 	c.mu.Lock()
 	pod, known := c.pods[u.Key.PodUID]
-	if !known || !c.probes[u.Key] {
+	if _, running := c.probes[u.Key]; !known || !running {
 		c.mu.Unlock()
 		return // a result that raced with the probe's removal
 	}
@@ -315,4 +315,55 @@ func (c *Controller) flush(ctx context.Context) (wrote bool, err error) {
 		}
 	}
 	return true, err
+}
+
+// ProbeState is one probe of the spec and its last state, for a person
+// asking what the node is probing.
+type ProbeState struct {
+	Namespace, Pod, PodUID, Container, Probe string
+	// Handler is exec, httpGet, tcpSocket or grpc; empty for a refused probe.
+	Handler string
+	v1alpha1.ContainerProbeState
+}
+
+// States lists every probe of the spec with its last state, including those
+// without a result yet and those refused.
+func (c *Controller) States() []ProbeState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []ProbeState
+	listed := map[[2]string]bool{}
+	for k, handler := range c.probes {
+		pod := c.pods[k.PodUID]
+		st := v1alpha1.ContainerProbeState{Name: k.Probe, State: v1alpha1.ProbeUnknown}
+		if e, ok := c.book.pods[k.PodUID]; ok && e.probes[k.Probe] != nil {
+			st = *e.probes[k.Probe]
+		}
+		listed[[2]string{k.PodUID, k.Probe}] = true
+		out = append(out, ProbeState{Namespace: pod.namespace, Pod: pod.name, PodUID: k.PodUID, Container: k.Container,
+			Probe: k.Probe, Handler: handler, ContainerProbeState: st})
+	}
+	for _, e := range c.book.pods {
+		for name, st := range e.probes {
+			if !listed[[2]string{e.meta.uid, name}] {
+				out = append(out, ProbeState{Namespace: e.meta.namespace, Pod: e.meta.name, PodUID: e.meta.uid,
+					Probe: name, ContainerProbeState: *st})
+			}
+		}
+	}
+	return out
+}
+
+func handlerKind(h *corev1.ProbeHandler) string {
+	switch {
+	case h.Exec != nil:
+		return "exec"
+	case h.HTTPGet != nil:
+		return "httpGet"
+	case h.TCPSocket != nil:
+		return "tcpSocket"
+	case h.GRPC != nil:
+		return "grpc"
+	}
+	return ""
 }

@@ -1,0 +1,295 @@
+// Package config is the node service's configuration: defaults, the file
+// /etc/probeshim/config.yaml, and command-line flags, in that order of
+// precedence from lowest to highest, then validated.
+//
+// An example file (every field is optional):
+//
+//	nodeName: worker-1                 # default: the host name, lowercased
+//	kubeconfig: /etc/probeshim/kubeconfig
+//	kubeAPIQPS: 5
+//	kubeAPIBurst: 10
+//	containerdSocket: /run/containerd/containerd.sock
+//	criSocket: /run/containerd/containerd.sock
+//	healthAddress: 127.0.0.1:10268     # /healthz and /readyz
+//	metricsAddress: 127.0.0.1:10268    # /metrics; may share the health address
+//	statusSocket: /run/probeshim/probeshim.sock
+//	logLevel: info
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/probeshim/probeshim/shim/runtime"
+)
+
+// Defaults.
+const (
+	DefaultFile             = "/etc/probeshim/config.yaml"
+	KubeletKubeconfig       = "/etc/kubernetes/kubelet.conf"
+	DedicatedKubeconfig     = "/etc/probeshim/kubeconfig"
+	DefaultKubeAPIQPS       = 5
+	DefaultKubeAPIBurst     = 10
+	DefaultHealthAddress    = "127.0.0.1:10268"
+	DefaultMetricsAddress   = DefaultHealthAddress
+	DefaultStatusSocket     = "/run/probeshim/probeshim.sock"
+	DefaultLogLevel         = "info"
+	defaultContainerdSocket = "" // detected: runtime.DefaultSocket
+)
+
+// Config is the node service's configuration. The JSON names are the
+// file's field names.
+type Config struct {
+	// NodeName is this node's name in the API server; the service reads and
+	// writes only this node's objects.
+	NodeName string `json:"nodeName,omitempty"`
+	// Kubeconfig is the API server credentials: the kubelet's own (identity
+	// system:node:<name>) or a dedicated one.
+	Kubeconfig   string  `json:"kubeconfig,omitempty"`
+	KubeAPIQPS   float64 `json:"kubeAPIQPS,omitempty"`
+	KubeAPIBurst int     `json:"kubeAPIBurst,omitempty"`
+	// ContainerdSocket and CRISocket are containerd's socket and the CRI
+	// socket (by default the same).
+	ContainerdSocket string `json:"containerdSocket,omitempty"`
+	CRISocket        string `json:"criSocket,omitempty"`
+	// HealthAddress serves /healthz and /readyz, MetricsAddress /metrics;
+	// both on localhost by default, and one listener when they are equal.
+	HealthAddress  string `json:"healthAddress,omitempty"`
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// StatusSocket is the local unix socket `probeshim status` reads.
+	StatusSocket string `json:"statusSocket,omitempty"`
+	// LogLevel is a logrus level: panic, fatal, error, warn, info, debug, trace.
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// Detection hooks, replaced in tests.
+var (
+	hostname      = os.Hostname
+	defaultSocket = runtime.DefaultSocket
+	fileExists    = func(p string) bool { _, err := os.Stat(p); return err == nil }
+)
+
+// flagSpec ties a command-line flag to a field.
+type flagSpec struct {
+	name, usage string
+	field       func(*Config) any // pointer to the field
+}
+
+var flagSpecs = []flagSpec{
+	{"node-name", "this node's name (default: the host name, lowercased)", func(c *Config) any { return &c.NodeName }},
+	{"kubeconfig", "kubeconfig for the API server (default: " + KubeletKubeconfig + " if present, else " + DedicatedKubeconfig + ")", func(c *Config) any { return &c.Kubeconfig }},
+	{"kube-api-qps", fmt.Sprintf("API server requests per second (default %d)", DefaultKubeAPIQPS), func(c *Config) any { return &c.KubeAPIQPS }},
+	{"kube-api-burst", fmt.Sprintf("API server request burst (default %d)", DefaultKubeAPIBurst), func(c *Config) any { return &c.KubeAPIBurst }},
+	{"containerd-socket", "containerd's socket (default: detected, /run/containerd/containerd.sock)", func(c *Config) any { return &c.ContainerdSocket }},
+	{"cri-socket", "the CRI socket (default: containerd's socket)", func(c *Config) any { return &c.CRISocket }},
+	{"health-address", "address for /healthz and /readyz (default " + DefaultHealthAddress + ")", func(c *Config) any { return &c.HealthAddress }},
+	{"metrics-address", "address for /metrics (default " + DefaultMetricsAddress + ")", func(c *Config) any { return &c.MetricsAddress }},
+	{"status-socket", "unix socket for `probeshim status` (default " + DefaultStatusSocket + ")", func(c *Config) any { return &c.StatusSocket }},
+	{"log-level", "log level: error, warn, info, debug, trace (default " + DefaultLogLevel + ")", func(c *Config) any { return &c.LogLevel }},
+}
+
+// Load registers the flags on fs, parses args, reads the config file
+// (--config, default DefaultFile; a missing default file is fine, a missing
+// named one is not), lets set flags override the file, fills in defaults and
+// validates. Errors name the file, field or flag at fault.
+func Load(fs *flag.FlagSet, args []string) (*Config, error) {
+	var fromFlags Config
+	file := fs.String("config", DefaultFile, "configuration file")
+	for _, s := range flagSpecs {
+		switch p := s.field(&fromFlags).(type) {
+		case *string:
+			fs.StringVar(p, s.name, "", s.usage)
+		case *int:
+			fs.IntVar(p, s.name, 0, s.usage)
+		case *float64:
+			fs.Float64Var(p, s.name, 0, s.usage)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+
+	cfg, err := LoadFile(*file)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		cfg = &Config{}
+	case err != nil:
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		for _, s := range flagSpecs {
+			if s.name != f.Name {
+				continue
+			}
+			switch dst := s.field(cfg).(type) {
+			case *string:
+				*dst = *s.field(&fromFlags).(*string)
+			case *int:
+				*dst = *s.field(&fromFlags).(*int)
+			case *float64:
+				*dst = *s.field(&fromFlags).(*float64)
+			}
+		}
+	})
+	if err := cfg.Complete(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+var (
+	unknownField = regexp.MustCompile(`unknown field "([^"]*)"`)
+	// yamlNoise strips the decoder layers from messages such as "error
+	// unmarshaling JSON: while decoding JSON: json: cannot unmarshal string
+	// into Go struct field Config.kubeAPIQPS of type float64".
+	yamlNoise = strings.NewReplacer("error converting YAML to JSON: ", "", "error unmarshaling JSON: ", "",
+		"while decoding JSON: ", "", "json: ", "", "Go struct field Config.", "field ")
+)
+
+// LoadFile reads a config file strictly: an unknown or repeated field is an
+// error that names it. It neither fills defaults nor validates.
+func LoadFile(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var c Config
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("config file %s: unknown field %q (known fields: %s)", path, m[1], strings.Join(fileFields(), ", "))
+		}
+		return nil, fmt.Errorf("config file %s: %s", path, yamlNoise.Replace(err.Error()))
+	}
+	return &c, nil
+}
+
+// fileFields lists the file's field names, from the JSON tags.
+func fileFields() []string {
+	t := reflect.TypeFor[Config]()
+	names := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	return names
+}
+
+// Complete fills every field left empty with its default, detecting the
+// node name, the kubeconfig and the containerd socket.
+func (c *Config) Complete() error {
+	if c.NodeName == "" {
+		h, err := hostname()
+		if err != nil {
+			return fmt.Errorf("nodeName not set and the host name is unknown: %w", err)
+		}
+		// The kubelet lowercases the host name for the node's name too.
+		c.NodeName = strings.ToLower(strings.TrimSpace(h))
+	}
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = DedicatedKubeconfig
+		if fileExists(KubeletKubeconfig) {
+			c.Kubeconfig = KubeletKubeconfig
+		}
+	}
+	if c.KubeAPIQPS == 0 {
+		c.KubeAPIQPS = DefaultKubeAPIQPS
+	}
+	if c.KubeAPIBurst == 0 {
+		c.KubeAPIBurst = DefaultKubeAPIBurst
+	}
+	if c.ContainerdSocket == defaultContainerdSocket {
+		c.ContainerdSocket = defaultSocket()
+	}
+	if c.CRISocket == "" {
+		c.CRISocket = c.ContainerdSocket
+	}
+	if c.HealthAddress == "" {
+		c.HealthAddress = DefaultHealthAddress
+	}
+	if c.MetricsAddress == "" {
+		c.MetricsAddress = DefaultMetricsAddress
+	}
+	if c.StatusSocket == "" {
+		c.StatusSocket = DefaultStatusSocket
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	return nil
+}
+
+// Validate checks a completed Config and reports every problem, each
+// naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.NodeName); len(msgs) > 0 {
+		bad("nodeName", "%q is not a valid node name: %s", c.NodeName, strings.Join(msgs, "; "))
+	}
+	for _, p := range []struct{ field, path string }{
+		{"kubeconfig", c.Kubeconfig}, {"containerdSocket", c.ContainerdSocket}, {"criSocket", c.CRISocket}, {"statusSocket", c.StatusSocket},
+	} {
+		if !filepath.IsAbs(p.path) {
+			bad(p.field, "%q must be an absolute path", p.path)
+		}
+	}
+	if c.KubeAPIQPS <= 0 {
+		bad("kubeAPIQPS", "%v must be above 0", c.KubeAPIQPS)
+	}
+	if c.KubeAPIBurst < 1 {
+		bad("kubeAPIBurst", "%d must be at least 1", c.KubeAPIBurst)
+	}
+	for _, a := range []struct{ field, addr string }{{"healthAddress", c.HealthAddress}, {"metricsAddress", c.MetricsAddress}} {
+		if err := checkListenAddress(a.addr); err != nil {
+			bad(a.field, "%q: %v", a.addr, err)
+		}
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		bad("logLevel", "%q is not one of panic, fatal, error, warn, info, debug, trace", c.LogLevel)
+	}
+	return errors.Join(errs...)
+}
+
+func checkListenAddress(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("must be IP:port, e.g. 127.0.0.1:10268")
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return fmt.Errorf("host %q must be an IP address or localhost", host)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q must be a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// Level is the parsed log level of a validated Config.
+func (c *Config) Level() logrus.Level {
+	l, err := logrus.ParseLevel(c.LogLevel)
+	if err != nil {
+		return logrus.InfoLevel
+	}
+	return l
+}

@@ -1,0 +1,172 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// detect fakes the host: its name, whether the kubelet's kubeconfig exists,
+// and containerd's socket.
+func detect(t *testing.T, host string, kubeletConf bool) {
+	t.Helper()
+	oh, of, os_ := hostname, fileExists, defaultSocket
+	t.Cleanup(func() { hostname, fileExists, defaultSocket = oh, of, os_ })
+	hostname = func() (string, error) { return host, nil }
+	fileExists = func(p string) bool { return kubeletConf && p == KubeletKubeconfig }
+	defaultSocket = func() string { return "/run/containerd/containerd.sock" }
+}
+
+func load(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("probeshim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return Load(fs, args)
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	detect(t, "Worker-1.Example.COM", false)
+	c, err := load(t, "--config", filepath.Join(t.TempDir(), "none.yaml"))
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a missing --config file must be an error, got %v", err)
+	}
+	c, err = load(t, "--config="+writeFile(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		NodeName: "worker-1.example.com", Kubeconfig: DedicatedKubeconfig, KubeAPIQPS: 5, KubeAPIBurst: 10,
+		ContainerdSocket: "/run/containerd/containerd.sock", CRISocket: "/run/containerd/containerd.sock",
+		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
+		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
+	}
+	if *c != want {
+		t.Fatalf("defaults = %+v\nwant       %+v", *c, want)
+	}
+
+	detect(t, "node-a", true)
+	c, err = load(t, "--config="+writeFile(t, "{}"))
+	if err != nil || c.Kubeconfig != KubeletKubeconfig {
+		t.Fatalf("with the kubelet's kubeconfig present: %+v, %v", c, err)
+	}
+}
+
+func TestMissingDefaultFileIsFine(t *testing.T) {
+	detect(t, "node-a", false)
+	if _, err := os.Stat(DefaultFile); err == nil {
+		t.Skip(DefaultFile + " exists on this machine")
+	}
+	if c, err := load(t); err != nil || c.NodeName != "node-a" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+}
+
+func TestFileAndFlags(t *testing.T) {
+	detect(t, "ignored", false)
+	path := writeFile(t, `
+nodeName: from-file
+kubeconfig: /etc/probeshim/kubeconfig
+kubeAPIQPS: 20
+kubeAPIBurst: 40
+containerdSocket: /var/run/containerd/containerd.sock
+healthAddress: 127.0.0.1:9000
+metricsAddress: "[::1]:9001"
+statusSocket: /run/ps/status.sock
+logLevel: debug
+`)
+	c, err := load(t, "--config", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != "from-file" || c.KubeAPIQPS != 20 || c.KubeAPIBurst != 40 || c.CRISocket != "/var/run/containerd/containerd.sock" ||
+		c.HealthAddress != "127.0.0.1:9000" || c.MetricsAddress != "[::1]:9001" || c.StatusSocket != "/run/ps/status.sock" || c.LogLevel != "debug" {
+		t.Fatalf("from file: %+v", c)
+	}
+
+	// Flags override the file; fields no flag names keep the file's value.
+	c, err = load(t, "--config", path, "--node-name=from-flag", "--kube-api-qps=2.5", "--log-level", "warn", "--cri-socket", "/run/cri.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != "from-flag" || c.KubeAPIQPS != 2.5 || c.LogLevel != "warn" || c.Level().String() != "warning" ||
+		c.KubeAPIBurst != 40 || c.CRISocket != "/run/cri.sock" || c.ContainerdSocket != "/var/run/containerd/containerd.sock" {
+		t.Fatalf("flags over file: %+v", c)
+	}
+}
+
+func TestUnknownFieldNamed(t *testing.T) {
+	detect(t, "node-a", false)
+	_, err := load(t, "--config", writeFile(t, "nodeName: a\nnodeNmae: b\n"))
+	if err == nil || !strings.Contains(err.Error(), `unknown field "nodeNmae"`) || !strings.Contains(err.Error(), "nodeName") {
+		t.Fatalf("unknown field: %v", err)
+	}
+	_, err = load(t, "--config", writeFile(t, "healthAddress: a\nhealthAddress: b\n"))
+	if err == nil || !strings.Contains(err.Error(), "healthAddress") {
+		t.Fatalf("repeated field: %v", err)
+	}
+	_, err = load(t, "--config", writeFile(t, "kubeAPIQPS: many\n"))
+	if err == nil || !strings.Contains(err.Error(), "kubeAPIQPS") {
+		t.Fatalf("wrong type: %v", err)
+	}
+	_, err = load(t, "--config", writeFile(t, "nodeName: [\n"))
+	if err == nil || !strings.Contains(err.Error(), "config file") {
+		t.Fatalf("bad YAML: %v", err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	detect(t, "node-a", false)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--node-name", "Not_A_Node"}, `nodeName: "Not_A_Node" is not a valid node name`},
+		{[]string{"--kubeconfig", "kube.conf"}, `kubeconfig: "kube.conf" must be an absolute path`},
+		{[]string{"--containerd-socket", "containerd.sock"}, `containerdSocket: "containerd.sock" must be an absolute path`},
+		{[]string{"--status-socket", "x.sock"}, `statusSocket: "x.sock" must be an absolute path`},
+		{[]string{"--kube-api-qps", "-1"}, "kubeAPIQPS: -1 must be above 0"},
+		{[]string{"--kube-api-burst", "-3"}, "kubeAPIBurst: -3 must be at least 1"},
+		{[]string{"--health-address", "10268"}, `healthAddress: "10268": must be IP:port`},
+		{[]string{"--metrics-address", "example.com:80"}, `metricsAddress: "example.com:80": host "example.com" must be an IP address`},
+		{[]string{"--metrics-address", "127.0.0.1:99999"}, `port "99999" must be a number`},
+		{[]string{"--log-level", "loud"}, `logLevel: "loud" is not one of`},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--no-such-flag"}, "not defined"},
+	} {
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+	}
+
+	// Every problem is reported at once.
+	_, err := load(t, "--config", writeFile(t, ""), "--node-name", "BAD", "--log-level", "x", "--kube-api-burst", "-1")
+	if err == nil || strings.Count(err.Error(), "\n") != 2 {
+		t.Fatalf("want three problems, got %v", err)
+	}
+	for _, ok := range []string{"127.0.0.1:0", "localhost:10268", "[::1]:10268", ":10268", "0.0.0.0:10268"} {
+		if _, err := load(t, "--config", writeFile(t, ""), "--health-address", ok); err != nil {
+			t.Errorf("%s rejected: %v", ok, err)
+		}
+	}
+}
+
+func TestFileFields(t *testing.T) {
+	got := strings.Join(fileFields(), ",")
+	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel" {
+		t.Fatalf("fileFields = %s", got)
+	}
+}

@@ -1,0 +1,327 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd"
+	"github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/cio"
+	"github.com/containerd/containerd/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/probeshim/probeshim/prober"
+)
+
+const (
+	// MaxExecOutput caps what is kept of an exec's stdout and of its stderr
+	// (the kubelet keeps 10 KiB of a probe's output).
+	MaxExecOutput = 10 << 10
+	// cleanupTimeout bounds the kill and delete of an exec process, which
+	// run even when the caller's context is cancelled.
+	cleanupTimeout = 10 * time.Second
+	// minDrain is how long output is still read after the process exited,
+	// at least (otherwise until the probe's timeout): a background child
+	// holding stdout open must not hang a probe.
+	minDrain = 100 * time.Millisecond
+)
+
+// execTarget is what an exec needs of a container and never changes for a
+// container ID: its task and its process spec (user, env, cwd,
+// capabilities). Caching it saves two containerd calls per probe.
+type execTarget struct {
+	task containerd.Task
+	proc specs.Process
+}
+
+var _ prober.Execer = (*Client)(nil)
+
+// Exec runs cmd in the container as a containerd task exec, as CRI's
+// ExecSync would: with the container's own process settings, no terminal,
+// stdout and stderr captured (each capped at MaxExecOutput; Output is stdout
+// then stderr, capped again at MaxExecOutput). After timeout the process
+// (and any process it started) is killed with SIGKILL and the error wraps
+// prober.ErrExecTimeout. The exec process is always deleted, also when ctx
+// is cancelled. Other errors wrap ErrNotFound (no such container or task) or
+// ErrUnavailable. timeout <= 0 means only ctx bounds the exec.
+func (c *Client) Exec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (prober.ExecResult, error) {
+	if len(cmd) == 0 {
+		return prober.ExecResult{}, errors.New("exec: empty command")
+	}
+	tgt, cached, err := c.execTarget(ctx, containerID)
+	if err != nil {
+		return prober.ExecResult{}, err
+	}
+	res, started, err := c.exec(ctx, tgt, containerID, cmd, timeout)
+	if err != nil && !started && cached && errors.Is(err, ErrNotFound) {
+		// The cached task may be gone (e.g. recreated) and the command did
+		// not run: load the task afresh and try once more.
+		c.forgetTarget(containerID)
+		if tgt, _, err = c.execTarget(ctx, containerID); err != nil {
+			return prober.ExecResult{}, err
+		}
+		res, _, err = c.exec(ctx, tgt, containerID, cmd, timeout)
+	}
+	return res, err
+}
+
+// exec runs one exec; started reports whether the process was started (so
+// that a retry would run the command twice).
+func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, cmd []string, timeout time.Duration) (_ prober.ExecResult, started bool, _ error) {
+	pspec := tgt.proc // a copy; the cached spec is never changed
+	pspec.Args = cmd
+	pspec.Terminal = false
+	pspec.ConsoleSize = nil
+
+	stdout, stderr := &cappedBuffer{max: MaxExecOutput}, &cappedBuffer{max: MaxExecOutput}
+	ioOpts := []cio.Opt{cio.WithStreams(nil, stdout, stderr)}
+	if c.opts.fifoDir != "" {
+		ioOpts = append(ioOpts, cio.WithFIFODir(c.opts.fifoDir))
+	}
+	execID := newExecID()
+	nctx := c.nsCtx(ctx)
+	proc, err := tgt.task.Exec(nctx, execID, &pspec, cio.NewCreator(ioOpts...))
+	if err != nil {
+		return prober.ExecResult{}, false, wrapErr(err, "exec in container %s", containerID)
+	}
+
+	// Cleanup must happen whatever becomes of ctx, so it runs on a context
+	// of its own.
+	bg := c.nsCtx(context.WithoutCancel(ctx))
+	killed, exited := false, false
+	defer func() {
+		dctx, cancel := context.WithTimeout(bg, cleanupTimeout)
+		defer cancel()
+		var err error
+		if exited {
+			// Known to have exited: delete it without the status query
+			// that proc.Delete makes first, one runtime round trip less
+			// per probe; then release the output FIFOs as it would.
+			_, err = c.ctd.TaskService().DeleteProcess(dctx, &tasks.DeleteProcessRequest{ContainerID: containerID, ExecID: execID})
+			if pio := proc.IO(); pio != nil {
+				pio.Cancel()
+				pio.Wait()
+				pio.Close()
+			}
+		} else {
+			var opts []containerd.ProcessDeleteOpts
+			if killed {
+				opts = append(opts, containerd.WithProcessKill)
+			}
+			_, err = proc.Delete(dctx, opts...)
+		}
+		if err != nil && !isNotFound(err) {
+			c.log.WithError(err).WithField("container_id", containerID).Warn("delete exec process")
+		}
+	}()
+
+	waitCtx, cancelWait := context.WithCancel(bg)
+	defer cancelWait()
+	exitc, err := proc.Wait(waitCtx)
+	if err != nil {
+		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
+	}
+	if err := proc.Start(nctx); err != nil {
+		// It may have started even so: never run it again.
+		return prober.ExecResult{}, true, wrapErr(err, "start exec in container %s", containerID)
+	}
+	// Like CRI's ExecSync, the timeout counts from the process start.
+	start := time.Now()
+
+	var timer <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case st := <-exitc:
+		code, _, err := st.Result()
+		if err != nil {
+			killed = true
+			return prober.ExecResult{}, true, wrapErr(err, "wait for exec in container %s", containerID)
+		}
+		exited = true
+		drainFor := time.Second
+		if timeout > 0 {
+			drainFor = max(minDrain, timeout-time.Since(start))
+		}
+		drain(proc.IO(), drainFor)
+		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
+	case <-timer:
+		killed = true
+		c.kill(bg, proc, exitc)
+		proc.IO().Cancel()
+		return prober.ExecResult{ExitCode: -1, Output: joinOutput(stdout, stderr)}, true,
+			fmt.Errorf("%w: %q in container %s after %s", prober.ErrExecTimeout, strings.Join(cmd, " "), containerID, timeout)
+	case <-ctx.Done():
+		killed = true
+		c.kill(bg, proc, exitc)
+		proc.IO().Cancel()
+		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
+	}
+}
+
+// kill ends a timed-out or abandoned exec: first every process it started
+// (runc would only signal the exec process itself, and its children would
+// be left behind, adopted by the container's init), then the process, and
+// waits a bounded time for its exit.
+func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
+	if pid := int(proc.Pid()); pid > 0 {
+		// Twice: a child forked while the tree was being walked is caught
+		// by the second pass.
+		for range 2 {
+			for _, d := range descendants(pid) {
+				syscall.Kill(d, syscall.SIGKILL)
+			}
+		}
+	}
+	kctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	if err := proc.Kill(kctx, syscall.SIGKILL); err != nil && !isNotFound(err) {
+		c.log.WithError(err).Debug("kill exec process")
+	}
+	select {
+	case <-exitc:
+	case <-kctx.Done():
+	}
+}
+
+// descendants lists the host PIDs of every process below pid, from
+// /proc/PID/task/TID/children (children first is not needed: SIGKILL
+// cannot be caught).
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 && len(out) < 4096 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(f); err == nil && !seen[child] {
+					seen[child] = true
+					out = append(out, child)
+					queue = append(queue, child)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// drain waits for the output copy to finish, at most d, then stops it.
+func drain(pio cio.IO, d time.Duration) {
+	if pio == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		pio.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		pio.Cancel() // closes the FIFOs, which ends the copy
+	}
+}
+
+func (c *Client) execTarget(ctx context.Context, containerID string) (*execTarget, bool, error) {
+	c.mu.Lock()
+	tgt, ok := c.targets[containerID]
+	c.mu.Unlock()
+	if ok {
+		return tgt, true, nil
+	}
+	nctx := c.nsCtx(ctx)
+	ctr, err := c.ctd.LoadContainer(nctx, containerID)
+	if err != nil {
+		return nil, false, wrapErr(err, "container %s", containerID)
+	}
+	info, err := ctr.Info(nctx, containerd.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, false, wrapErr(err, "container %s", containerID)
+	}
+	var spec oci.Spec
+	if info.Spec == nil {
+		return nil, false, fmt.Errorf("container %s has no spec", containerID)
+	}
+	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil || spec.Process == nil {
+		return nil, false, fmt.Errorf("container %s: unusable spec: %v", containerID, err)
+	}
+	task, err := ctr.Task(nctx, nil)
+	if err != nil {
+		return nil, false, wrapErr(err, "task of container %s", containerID)
+	}
+	tgt = &execTarget{task: task, proc: *spec.Process}
+	c.mu.Lock()
+	c.targets[containerID] = tgt
+	c.mu.Unlock()
+	return tgt, false, nil
+}
+
+// forgetTarget drops a container's cached exec target (the Tracker calls it
+// when the container's task exits or the container is deleted).
+func (c *Client) forgetTarget(containerID string) {
+	c.mu.Lock()
+	delete(c.targets, containerID)
+	c.mu.Unlock()
+}
+
+func isNotFound(err error) bool { return kindOf(err) == ErrNotFound }
+
+func newExecID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return "probe-" + hex.EncodeToString(b)
+}
+
+// cappedBuffer keeps the first max bytes written to it and discards the
+// rest while still accepting it: a probe that prints a lot must not block
+// on a full pipe.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
+}
+
+func joinOutput(stdout, stderr *cappedBuffer) []byte {
+	out := append(stdout.Bytes(), stderr.Bytes()...)
+	if len(out) > MaxExecOutput {
+		out = out[:MaxExecOutput]
+	}
+	return out
+}

@@ -1,0 +1,559 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	eventtypes "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/errdefs"
+	"github.com/containerd/containerd/events"
+	"github.com/containerd/typeurl/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// fakeCRI serves canned CRI answers on a unix socket; the sandbox "info"
+// JSON is what containerd 1.6.20 returned (testdata/).
+type fakeCRI struct {
+	criapi.UnimplementedRuntimeServiceServer
+	mu         sync.Mutex
+	sandboxes  []*criapi.PodSandbox
+	info       map[string]string // sandbox ID -> verbose info JSON
+	hostNet    map[string]bool
+	containers []*criapi.Container
+	startedAt  map[string]int64
+	calls      map[string]int
+}
+
+func (f *fakeCRI) count(m string) {
+	f.mu.Lock()
+	f.calls[m]++
+	f.mu.Unlock()
+}
+
+func (f *fakeCRI) Version(context.Context, *criapi.VersionRequest) (*criapi.VersionResponse, error) {
+	return &criapi.VersionResponse{RuntimeName: "fake"}, nil
+}
+
+func matches(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *fakeCRI) ListPodSandbox(_ context.Context, r *criapi.ListPodSandboxRequest) (*criapi.ListPodSandboxResponse, error) {
+	f.count("ListPodSandbox")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*criapi.PodSandbox
+	for _, s := range f.sandboxes {
+		if matches(s.Labels, r.GetFilter().GetLabelSelector()) {
+			out = append(out, s)
+		}
+	}
+	return &criapi.ListPodSandboxResponse{Items: out}, nil
+}
+
+func (f *fakeCRI) PodSandboxStatus(_ context.Context, r *criapi.PodSandboxStatusRequest) (*criapi.PodSandboxStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.sandboxes {
+		if s.Id != r.PodSandboxId {
+			continue
+		}
+		mode := criapi.NamespaceMode_POD
+		if f.hostNet[s.Id] {
+			mode = criapi.NamespaceMode_NODE
+		}
+		return &criapi.PodSandboxStatusResponse{
+			Status: &criapi.PodSandboxStatus{Id: s.Id, Metadata: s.Metadata, State: s.State, CreatedAt: s.CreatedAt,
+				Linux: &criapi.LinuxPodSandboxStatus{Namespaces: &criapi.Namespace{Options: &criapi.NamespaceOption{Network: mode}}}},
+			Info: map[string]string{"info": f.info[s.Id]},
+		}, nil
+	}
+	return nil, status.Error(codes.NotFound, "no such sandbox")
+}
+
+func (f *fakeCRI) ListContainers(_ context.Context, r *criapi.ListContainersRequest) (*criapi.ListContainersResponse, error) {
+	f.count("ListContainers")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*criapi.Container
+	for _, c := range f.containers {
+		if matches(c.Labels, r.GetFilter().GetLabelSelector()) {
+			out = append(out, c)
+		}
+	}
+	return &criapi.ListContainersResponse{Containers: out}, nil
+}
+
+func (f *fakeCRI) ContainerStatus(_ context.Context, r *criapi.ContainerStatusRequest) (*criapi.ContainerStatusResponse, error) {
+	f.count("ContainerStatus")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.containers {
+		if c.Id == r.ContainerId {
+			return &criapi.ContainerStatusResponse{Status: &criapi.ContainerStatus{Id: c.Id, State: c.State, CreatedAt: c.CreatedAt, StartedAt: f.startedAt[c.Id]}}, nil
+		}
+	}
+	return nil, status.Error(codes.NotFound, "no such container")
+}
+
+func (f *fakeCRI) StopContainer(_ context.Context, r *criapi.StopContainerRequest) (*criapi.StopContainerResponse, error) {
+	f.count("StopContainer")
+	if r.Timeout < 2 {
+		return nil, status.Error(codes.InvalidArgument, "grace below 2 s")
+	}
+	return &criapi.StopContainerResponse{}, nil
+}
+
+func serveFake(t *testing.T, f *fakeCRI) (sock string, stop func()) {
+	t.Helper()
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	sock = filepath.Join(t.TempDir(), "cri.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	criapi.RegisterRuntimeServiceServer(srv, f)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	return sock, srv.Stop
+}
+
+func newFakeClient(t *testing.T, f *fakeCRI) (*Client, func()) {
+	t.Helper()
+	sock, stop := serveFake(t, f)
+	c, err := New(WithContainerdSocket(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, stop
+}
+
+func readTestdata(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func podLabels(uid, ns, name string) map[string]string {
+	return map[string]string{LabelPodUID: uid, LabelPodNamespace: ns, LabelPodName: name}
+}
+
+func ctrLabels(uid, name string) map[string]string {
+	l := podLabels(uid, "default", "web-0")
+	l[LabelContainerName] = name
+	return l
+}
+
+func TestPodSandbox(t *testing.T) {
+	podInfo := readTestdata(t, "sandbox-info-pod.json")
+	f := &fakeCRI{
+		sandboxes: []*criapi.PodSandbox{
+			// An old, stopped sandbox of the same pod must not win over the
+			// ready one, even though it is listed first.
+			{Id: "old", State: criapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 300, Labels: podLabels("u1", "default", "web-0"),
+				Metadata: &criapi.PodSandboxMetadata{Name: "web-0", Namespace: "default", Uid: "u1"}},
+			{Id: "ready", State: criapi.PodSandboxState_SANDBOX_READY, CreatedAt: 200, Labels: podLabels("u1", "default", "web-0"),
+				Metadata: &criapi.PodSandboxMetadata{Name: "web-0", Namespace: "default", Uid: "u1"}},
+			{Id: "host", State: criapi.PodSandboxState_SANDBOX_READY, CreatedAt: 100, Labels: podLabels("u2", "kube-system", "agent"),
+				Metadata: &criapi.PodSandboxMetadata{Name: "agent", Namespace: "kube-system", Uid: "u2"}},
+			{Id: "garbage", State: criapi.PodSandboxState_SANDBOX_READY, CreatedAt: 100, Labels: podLabels("u3", "default", "x")},
+			{Id: "stopped", State: criapi.PodSandboxState_SANDBOX_NOTREADY, CreatedAt: 100, Labels: podLabels("u4", "default", "y")},
+		},
+		info: map[string]string{
+			"old": podInfo, "ready": podInfo, "stopped": podInfo,
+			"host":    readTestdata(t, "sandbox-info-hostnetwork.json"),
+			"garbage": `{"runtimeSpec": [not json`,
+		},
+		hostNet: map[string]bool{"host": true},
+	}
+	c, _ := newFakeClient(t, f)
+	ctx := context.Background()
+
+	sb, err := c.PodSandbox(ctx, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantPath = "/tmp/psdev/state/io.containerd.grpc.v1.cri/netns/cni-8c69bb19-4061-22de-e8c1-95035e53ff7b"
+	if sb.ID != "ready" || !sb.Ready || sb.HostNetwork || sb.NetNSPath != wantPath || sb.Name != "web-0" || sb.Namespace != "default" {
+		t.Fatalf("PodSandbox(u1) = %+v", sb)
+	}
+	if p, host, err := c.PodNetwork(ctx, "u1"); p != wantPath || host || err != nil {
+		t.Fatalf("PodNetwork(u1) = %q %t %v", p, host, err)
+	}
+
+	sb, err = c.PodSandbox(ctx, "u2")
+	if err != nil || !sb.HostNetwork || sb.NetNSPath != "" {
+		t.Fatalf("PodSandbox(hostNetwork) = %+v, %v", sb, err)
+	}
+	if p, host, err := c.PodNetwork(ctx, "u2"); p != "" || !host || err != nil {
+		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v", p, host, err)
+	}
+
+	// Unparsable info: no path, no panic; PodNetwork says not found.
+	if sb, err := c.PodSandbox(ctx, "u3"); err != nil || sb.NetNSPath != "" {
+		t.Fatalf("PodSandbox(garbage) = %+v, %v", sb, err)
+	}
+	for _, uid := range []string{"u3", "u4", "nope"} {
+		if _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
+			t.Errorf("PodNetwork(%s) = %v, want ErrNotFound", uid, err)
+		}
+	}
+}
+
+func TestNetNSPath(t *testing.T) {
+	for _, tc := range []struct {
+		info, want string
+	}{
+		{`{"runtimeSpec":{"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/var/run/netns/cni-1"}]}}}`, "/var/run/netns/cni-1"},
+		{`{"netNamespaceClosed":true,"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/cni-1"}]}}}`, ""},
+		{`{"runtimeSpec":{"linux":{"namespaces":[{"type":"network"}]}}}`, ""},
+		{`{"runtimeSpec":{"linux":null}}`, ""},
+		{`{"runtimeSpec":null}`, ""},
+		{`{}`, ""},
+		{``, ""},
+		{`[]`, ""},
+		{`{"runtimeSpec":{"linux":{"namespaces":"x"}}}`, ""},
+	} {
+		if got := netNSPath(map[string]string{"info": tc.info}); got != tc.want {
+			t.Errorf("netNSPath(%s) = %q, want %q", tc.info, got, tc.want)
+		}
+	}
+	if got := netNSPath(nil); got != "" {
+		t.Errorf("netNSPath(nil) = %q", got)
+	}
+}
+
+func TestPodContainers(t *testing.T) {
+	f := &fakeCRI{
+		containers: []*criapi.Container{
+			{Id: "a0", State: criapi.ContainerState_CONTAINER_EXITED, CreatedAt: 100, Labels: ctrLabels("u1", "app"), Metadata: &criapi.ContainerMetadata{Name: "app"}},
+			{Id: "a1", State: criapi.ContainerState_CONTAINER_RUNNING, CreatedAt: 200, Labels: ctrLabels("u1", "app"), Metadata: &criapi.ContainerMetadata{Name: "app", Attempt: 1}},
+			{Id: "b", State: criapi.ContainerState_CONTAINER_RUNNING, CreatedAt: 150, Labels: ctrLabels("u2", "app")},
+			// What the runtime may return and must not break anything.
+			{Id: "", Labels: ctrLabels("u1", "x")},
+			{Id: "nolabels", Labels: map[string]string{LabelPodUID: "u1"}},
+			{Id: "bare"},
+		},
+		startedAt: map[string]int64{"a1": 1_700_000_000_000_000_000},
+	}
+	c, _ := newFakeClient(t, f)
+	cs, err := c.PodContainers(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || cs[0].ID != "a1" || cs[1].ID != "a0" {
+		t.Fatalf("PodContainers = %+v", cs)
+	}
+	if !cs[0].Running() || !cs[0].StartedAt.Equal(time.Unix(0, 1_700_000_000_000_000_000)) || cs[0].Attempt != 1 || cs[0].Namespace != "default" || cs[0].PodName != "web-0" {
+		t.Fatalf("running container = %+v", cs[0])
+	}
+	if cs[1].Running() || !cs[1].StartedAt.IsZero() {
+		t.Fatalf("exited container = %+v", cs[1])
+	}
+}
+
+func TestErrorKinds(t *testing.T) {
+	f := &fakeCRI{}
+	c, stop := newFakeClient(t, f)
+	ctx := context.Background()
+	if err := c.Ping(ctx); err == nil {
+		// The fake serves CRI only; containerd's Version is unimplemented.
+		t.Fatal("Ping succeeded without containerd")
+	}
+	if err := c.StopContainer(ctx, "x", 0); err != nil {
+		t.Fatalf("StopContainer with a short grace: %v (grace must be raised to 2 s)", err)
+	}
+	stop()
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.PodSandbox(tctx, "u1"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("CRI down: %v, want ErrUnavailable", err)
+	}
+	if _, err := c.Exec(tctx, "c1", []string{"true"}, time.Second); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("exec with containerd down: %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("calls to a dead runtime took %s; they must fail fast", d)
+	}
+
+	for _, tc := range []struct {
+		err  error
+		kind error
+	}{
+		{status.Error(codes.NotFound, "x"), ErrNotFound},
+		{status.Error(codes.Unavailable, "x"), ErrUnavailable},
+		{status.Error(codes.DeadlineExceeded, "x"), ErrUnavailable},
+		{errdefs.ErrNotFound, ErrNotFound},
+		{errdefs.ErrUnavailable, ErrUnavailable},
+		{context.DeadlineExceeded, ErrUnavailable},
+		{status.Error(codes.Internal, "x"), nil},
+		{errors.New("x"), nil},
+	} {
+		err := wrapErr(tc.err, "doing")
+		if tc.kind != nil && !errors.Is(err, tc.kind) {
+			t.Errorf("wrapErr(%v) = %v, not %v", tc.err, err, tc.kind)
+		}
+		if !errors.Is(err, tc.err) {
+			t.Errorf("wrapErr(%v) lost the cause", tc.err)
+		}
+		if tc.kind == nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable)) {
+			t.Errorf("wrapErr(%v) = %v has a kind", tc.err, err)
+		}
+	}
+	if wrapErr(nil, "x") != nil {
+		t.Error("wrapErr(nil) != nil")
+	}
+}
+
+func TestDefaultSocket(t *testing.T) {
+	if s := DefaultSocket(); !slices.Contains(socketCandidates, s) {
+		t.Fatalf("DefaultSocket() = %q", s)
+	}
+}
+
+func TestCappedOutput(t *testing.T) {
+	out, errb := &cappedBuffer{max: 8}, &cappedBuffer{max: 8}
+	if n, err := out.Write([]byte("0123456789")); n != 10 || err != nil {
+		t.Fatalf("Write = %d, %v: a capped writer must accept everything", n, err)
+	}
+	out.Write([]byte("more"))
+	errb.Write([]byte("err"))
+	if got := string(out.Bytes()); got != "01234567" {
+		t.Fatalf("capped stdout = %q", got)
+	}
+	if got := string(joinOutput(out, errb)); got != "01234567err" {
+		t.Fatalf("joined = %q", got)
+	}
+	big := &cappedBuffer{max: MaxExecOutput}
+	big.Write(make([]byte, MaxExecOutput))
+	if got := joinOutput(big, errb); len(got) != MaxExecOutput {
+		t.Fatalf("joined output is %d bytes, want the cap %d", len(got), MaxExecOutput)
+	}
+}
+
+func TestDescendants(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & sleep 31")
+	if err := cmd.Start(); err != nil {
+		t.Skip(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var ds []int
+	for deadline := time.Now().Add(3 * time.Second); len(ds) < 2 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		ds = descendants(cmd.Process.Pid)
+	}
+	if len(ds) != 2 {
+		t.Fatalf("descendants of sh = %v, want its two sleeps", ds)
+	}
+	for _, p := range ds {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if !strings.HasPrefix(string(b), "sleep") {
+			t.Errorf("descendant %d is %q", p, b)
+		}
+	}
+	all := descendants(os.Getpid())
+	if !slices.Contains(all, cmd.Process.Pid) || !slices.Contains(all, ds[0]) {
+		t.Errorf("descendants of the test = %v: sh or its children missing", all)
+	}
+	if d := descendants(1 << 30); len(d) != 0 {
+		t.Errorf("descendants of a missing pid = %v", d)
+	}
+}
+
+func envelope(t *testing.T, topic string, ev any, ts time.Time) *events.Envelope {
+	t.Helper()
+	a, err := typeurl.MarshalAny(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &events.Envelope{Timestamp: ts, Namespace: DefaultNamespace, Topic: topic, Event: a}
+}
+
+func TestTrackerResyncAndEvents(t *testing.T) {
+	f := &fakeCRI{
+		sandboxes: []*criapi.PodSandbox{
+			{Id: "s1", State: criapi.PodSandboxState_SANDBOX_READY, Labels: podLabels("u1", "default", "web-0"), Metadata: &criapi.PodSandboxMetadata{Name: "web-0", Namespace: "default"}},
+		},
+		containers: []*criapi.Container{
+			{Id: "a0", State: criapi.ContainerState_CONTAINER_EXITED, CreatedAt: 100, Labels: ctrLabels("u1", "app")},
+			{Id: "a1", State: criapi.ContainerState_CONTAINER_RUNNING, CreatedAt: 200, Labels: ctrLabels("u1", "app")},
+			{Id: "b0", State: criapi.ContainerState_CONTAINER_CREATED, CreatedAt: 150, Labels: ctrLabels("u1", "side")},
+		},
+		startedAt: map[string]int64{"a1": 5e18},
+	}
+	c, _ := newFakeClient(t, f)
+	var mu sync.Mutex
+	var changes []Change
+	tr := NewTracker(c, func(ch Change) { mu.Lock(); changes = append(changes, ch); mu.Unlock() })
+	took := func() []Change {
+		mu.Lock()
+		defer mu.Unlock()
+		out := changes
+		changes = nil
+		slices.SortFunc(out, func(a, b Change) int { return strings.Compare(a.PodUID+a.Container, b.PodUID+b.Container) })
+		return out
+	}
+	ctx := context.Background()
+
+	if tr.Healthy() == nil {
+		t.Fatal("healthy before running")
+	}
+	if err := tr.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := took(); !slices.Equal(got, []Change{{"u1", ""}, {"u1", "app"}, {"u1", "side"}}) {
+		t.Fatalf("changes after the first sync = %v", got)
+	}
+	if f.calls["ContainerStatus"] != 1 {
+		t.Fatalf("ContainerStatus called %d times; only the newest running container needs it", f.calls["ContainerStatus"])
+	}
+	st, ok := tr.Container("u1", "app")
+	if !ok || st.ID != "a1" || !st.Running || !st.StartedAt.Equal(time.Unix(0, 5e18)) {
+		t.Fatalf("app = %+v, %t", st, ok)
+	}
+	if st, ok := tr.Container("u1", "side"); !ok || st.Running {
+		t.Fatalf("side = %+v, %t", st, ok)
+	}
+
+	// Answers come from memory: no CRI call per lookup.
+	before := f.calls["ListContainers"] + f.calls["ContainerStatus"]
+	for range 1000 {
+		tr.Container("u1", "app")
+	}
+	if f.calls["ListContainers"]+f.calls["ContainerStatus"] != before {
+		t.Fatal("Container() called the runtime")
+	}
+
+	now := time.Unix(1_800_000_000, 0)
+	// An exec process exiting is not the container exiting.
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "probe-1"}, now))
+	if st, _ := tr.Container("u1", "app"); !st.Running {
+		t.Fatal("an exec exit stopped the container")
+	}
+	tr.handle(ctx, envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "b0", Pid: 42}, now))
+	if st, _ := tr.Container("u1", "side"); !st.Running || !st.StartedAt.Equal(now) {
+		t.Fatalf("side after start = %+v", st)
+	}
+	// A start replayed for a container already running keeps CRI's time.
+	tr.handle(ctx, envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "a1"}, now))
+	if st, _ := tr.Container("u1", "app"); !st.StartedAt.Equal(time.Unix(0, 5e18)) {
+		t.Fatalf("replayed start changed StartedAt: %+v", st)
+	}
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1", ExitStatus: 137}, now))
+	if st, _ := tr.Container("u1", "app"); st.Running || st.ID != "a1" {
+		t.Fatalf("app after exit = %+v", st)
+	}
+	if got := took(); !slices.Equal(got, []Change{{"u1", "app"}, {"u1", "side"}}) {
+		t.Fatalf("changes from events = %v", got)
+	}
+	// Deleting an old container of the name changes nothing visible;
+	// deleting the current one removes it.
+	tr.handle(ctx, envelope(t, "/containers/delete", &eventtypes.ContainerDelete{ID: "a0"}, now))
+	if st, ok := tr.Container("u1", "app"); !ok || st.ID != "a1" {
+		t.Fatalf("app after deleting an old container = %+v, %t", st, ok)
+	}
+	tr.handle(ctx, envelope(t, "/containers/delete", &eventtypes.ContainerDelete{ID: "a1"}, now))
+	if _, ok := tr.Container("u1", "app"); ok {
+		t.Fatal("deleted container still found")
+	}
+	if got := took(); !slices.Equal(got, []Change{{"u1", "app"}}) {
+		t.Fatalf("changes from deletes = %v", got)
+	}
+
+	// Garbage does not panic and changes nothing.
+	tr.handle(ctx, nil)
+	tr.handle(ctx, &events.Envelope{Topic: "/tasks/start"})
+	tr.handle(ctx, &events.Envelope{Topic: "/tasks/start", Event: &typeurlAny{url: "nonsense", value: []byte{1, 2, 3}}})
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{}, now))
+	tr.handle(ctx, envelope(t, "/tasks/delete", &eventtypes.TaskDelete{ContainerID: "unknown"}, now))
+	tr.handle(ctx, envelope(t, "/containers/delete", &eventtypes.ContainerDelete{ID: "unknown"}, now))
+	if got := took(); len(got) != 0 {
+		t.Fatalf("garbage changed: %v", got)
+	}
+
+	// A resync that finds the same state reports nothing; one that finds a
+	// change reports just that.
+	f.mu.Lock()
+	f.containers = f.containers[1:] // a0 gone, as deleted above
+	f.containers[0].State = criapi.ContainerState_CONTAINER_EXITED
+	f.containers = slices.Delete(f.containers, 0, 1) // a1 gone too
+	f.containers[0].State = criapi.ContainerState_CONTAINER_RUNNING
+	f.startedAt["b0"] = now.UnixNano()
+	f.mu.Unlock()
+	if err := tr.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := took(); len(got) != 0 {
+		t.Fatalf("resync of an unchanged state reported %v", got)
+	}
+	f.mu.Lock()
+	f.sandboxes[0].State = criapi.PodSandboxState_SANDBOX_NOTREADY
+	f.mu.Unlock()
+	if err := tr.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := took(); !slices.Equal(got, []Change{{"u1", ""}}) {
+		t.Fatalf("resync after the sandbox stopped reported %v", got)
+	}
+}
+
+// typeurlAny is an Any with a type nobody registered.
+type typeurlAny struct {
+	url   string
+	value []byte
+}
+
+func (a *typeurlAny) GetTypeUrl() string { return a.url }
+func (a *typeurlAny) GetValue() []byte   { return a.value }
+
+// Without containerd's event service the tracker keeps retrying, reports
+// why through Healthy, never claims to be synced, and stops with its
+// context.
+func TestTrackerRunWithoutEvents(t *testing.T) {
+	c, _ := newFakeClient(t, &fakeCRI{})
+	tr := NewTracker(c, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	time.Sleep(500 * time.Millisecond)
+	if err := tr.Healthy(); err == nil {
+		t.Fatal("healthy without an event stream")
+	}
+	select {
+	case <-tr.Synced():
+		t.Fatal("synced without an event stream")
+	default:
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run did not stop with its context")
+	}
+}

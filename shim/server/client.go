@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// FetchStatus reads the running service's status from its unix socket, for
+// `probeshim status`.
+func FetchStatus(ctx context.Context, socket string) (*Status, error) {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://probeshim/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("is probeshim running? reading %s: %w", socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return nil, fmt.Errorf("status from %s: %s: %s", socket, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var st Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("status from %s: %w", socket, err)
+	}
+	return &st, nil
+}
+
+// WriteStatus prints the status as a table for a person: one line per
+// probe, with its result, how long ago it was probed and the first line of
+// its message.
+func WriteStatus(w io.Writer, st *Status) error {
+	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", st.Node, len(st.Probes), st.Time.Format(time.RFC3339))
+	if len(st.Probes) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPROBE\tTYPE\tRESULT\tLAST PROBE\tSINCE\tMESSAGE")
+	for _, p := range st.Probes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			p.Namespace, p.Pod, p.Container, p.Probe, orDash(p.Type), orDash(p.Result),
+			ago(st.Time, p.LastProbeTime), ago(st.Time, p.LastTransitionTime), firstLine(p.Message, 80))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ago renders t relative to now, e.g. "4s ago".
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds ago", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm ago", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	}
+}
+
+func firstLine(s string, max int) string {
+	s, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > max {
+		s, cut = string(r[:max]), true
+	}
+	if cut {
+		s += "…"
+	}
+	return s
+}

@@ -1,0 +1,262 @@
+// Package server serves the node service's local endpoints: /healthz,
+// /readyz and /metrics over HTTP (on localhost by default), and a unix
+// socket with what is being probed and each probe's last result, which
+// `probeshim status` reads through FetchStatus.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+)
+
+// Check is one named health or readiness condition; nil error means OK.
+type Check struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// ProbeStatus is one probe and its last result.
+type ProbeStatus struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	PodUID    string `json:"podUID"`
+	Container string `json:"container"`
+	Probe     string `json:"probe"`
+	// Type is the handler: exec, httpGet, tcpSocket or grpc.
+	Type string `json:"type,omitempty"`
+	// Result is Success, Failure or Unknown.
+	Result             string    `json:"result"`
+	Message            string    `json:"message,omitempty"`
+	LastProbeTime      time.Time `json:"lastProbeTime,omitzero"`
+	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
+}
+
+// Status is the document on the status socket.
+type Status struct {
+	Node   string        `json:"node"`
+	Time   time.Time     `json:"time"`
+	Probes []ProbeStatus `json:"probes"`
+}
+
+// StatusSource gives the probes being run and their last results, e.g. from
+// the probe engine's snapshot. It is called once per status request.
+type StatusSource interface {
+	ProbeStatuses() []ProbeStatus
+}
+
+// StatusFunc adapts a function to StatusSource.
+type StatusFunc func() []ProbeStatus
+
+func (f StatusFunc) ProbeStatuses() []ProbeStatus { return f() }
+
+// Options configure a Server. An empty address or socket path disables that
+// endpoint.
+type Options struct {
+	HealthAddress  string // /healthz, /readyz
+	MetricsAddress string // /metrics; may equal HealthAddress (one listener)
+	StatusSocket   string
+	Node           string
+
+	Gatherer prometheus.Gatherer // default: prometheus.DefaultGatherer
+	Health   []Check             // /healthz: the service's loops are alive
+	Ready    []Check             // /readyz: it can do its work
+	Status   StatusSource
+	Log      *logrus.Entry
+}
+
+// checkTimeout bounds one health or readiness request.
+const checkTimeout = 5 * time.Second
+
+// Server is the running endpoints.
+type Server struct {
+	opts    Options
+	mu      sync.Mutex
+	servers []*http.Server
+	addrs   map[string]net.Addr // by endpoint: "health", "metrics", "status"
+	wg      sync.WaitGroup
+}
+
+// New makes a Server; Start opens its listeners.
+func New(o Options) *Server {
+	if o.Gatherer == nil {
+		o.Gatherer = prometheus.DefaultGatherer
+	}
+	if o.Log == nil {
+		o.Log = logrus.NewEntry(logrus.StandardLogger())
+	}
+	if o.Status == nil {
+		o.Status = StatusFunc(func() []ProbeStatus { return nil })
+	}
+	return &Server{opts: o, addrs: map[string]net.Addr{}}
+}
+
+// Start opens every listener, so that a taken port or socket is an error
+// here, and serves in the background until Shutdown.
+func (s *Server) Start() error {
+	o := s.opts
+	health := http.NewServeMux()
+	health.Handle("GET /healthz", checksHandler(o.Health))
+	health.Handle("GET /readyz", checksHandler(o.Ready))
+	metrics := health
+	if o.MetricsAddress != o.HealthAddress {
+		metrics = http.NewServeMux()
+	}
+	metrics.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: o.Log}))
+
+	if o.HealthAddress != "" {
+		if err := s.serveTCP("health", o.HealthAddress, health); err != nil {
+			return err
+		}
+		if metrics == health {
+			s.addrs["metrics"] = s.addrs["health"]
+		}
+	}
+	if o.MetricsAddress != "" && metrics != health {
+		if err := s.serveTCP("metrics", o.MetricsAddress, metrics); err != nil {
+			s.Shutdown(context.Background())
+			return err
+		}
+	}
+	if o.StatusSocket != "" {
+		if err := s.serveStatus(o.StatusSocket); err != nil {
+			s.Shutdown(context.Background())
+			return err
+		}
+	}
+	return nil
+}
+
+// Addr is where an endpoint ("health", "metrics" or "status") listens, nil
+// if it does not.
+func (s *Server) Addr(endpoint string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[endpoint]
+}
+
+func (s *Server) serveTCP(name, addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s endpoint: %w", name, err)
+	}
+	s.serve(name, l, h)
+	return nil
+}
+
+func (s *Server) serve(name string, l net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	s.mu.Lock()
+	s.servers = append(s.servers, srv)
+	s.addrs[name] = l.Addr()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.opts.Log.WithError(err).WithField("endpoint", name).Error("endpoint stopped")
+		}
+	}()
+}
+
+// serveStatus listens on the unix socket, readable by root only. A socket
+// left by a previous run is replaced; one that another process still
+// serves is an error.
+func (s *Server) serveStatus(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("status socket: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return fmt.Errorf("status socket %s: another process is serving it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("status socket: remove stale %s: %w", path, err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("status socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return fmt.Errorf("status socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		st := Status{Node: s.opts.Node, Time: time.Now(), Probes: s.opts.Status.ProbeStatuses()}
+		if st.Probes == nil {
+			st.Probes = []ProbeStatus{}
+		}
+		sortProbes(st.Probes)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(st)
+	})
+	s.serve("status", l, mux)
+	return nil
+}
+
+// Shutdown stops every endpoint, waiting for requests in flight until ctx
+// is done, and removes the status socket.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	servers := s.servers
+	s.servers = nil
+	s.mu.Unlock()
+	var errs []error
+	for _, srv := range servers {
+		errs = append(errs, srv.Shutdown(ctx))
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// checksHandler answers 200 "ok" when every check passes, else 500 listing
+// the failed ones; with ?verbose it lists every check, in the style of the
+// Kubernetes components' health endpoints.
+func checksHandler(checks []Check) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), checkTimeout)
+		defer cancel()
+		var b strings.Builder
+		failed := false
+		for _, c := range checks {
+			if err := c.Check(ctx); err != nil {
+				failed = true
+				fmt.Fprintf(&b, "[-]%s failed: %v\n", c.Name, err)
+			} else if r.URL.Query().Has("verbose") {
+				fmt.Fprintf(&b, "[+]%s ok\n", c.Name)
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if failed {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprintf(&b, "%s check failed\n", strings.TrimPrefix(r.URL.Path, "/"))
+			fmt.Fprint(w, b.String())
+			return
+		}
+		fmt.Fprint(w, b.String()+"ok")
+	})
+}
+
+func sortProbes(ps []ProbeStatus) {
+	slices.SortFunc(ps, func(a, b ProbeStatus) int {
+		return strings.Compare(a.Namespace+"\x00"+a.Pod+"\x00"+a.Container+"\x00"+a.Probe,
+			b.Namespace+"\x00"+b.Pod+"\x00"+b.Container+"\x00"+b.Probe)
+	})
+}

@@ -1,0 +1,241 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func start(t *testing.T, o Options) *Server {
+	t.Helper()
+	s := New(o)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
+}
+
+func TestHealthReadyMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	probes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prober_probe_total", Help: "x"}, []string{"result"})
+	reg.MustRegister(probes)
+	probes.WithLabelValues("successful").Add(3)
+
+	var runtimeDown atomic.Bool
+	runtimeDown.Store(true)
+	s := start(t, Options{
+		HealthAddress:  "127.0.0.1:0",
+		MetricsAddress: "127.0.0.2:0", // another string: another listener
+		Gatherer:       reg,
+		Health:         []Check{{"loops", func(context.Context) error { return nil }}},
+		Ready: []Check{
+			{"runtime", func(context.Context) error {
+				if runtimeDown.Load() {
+					return errors.New("containerd unreachable")
+				}
+				return nil
+			}},
+			{"sync", func(ctx context.Context) error {
+				if _, ok := ctx.Deadline(); !ok {
+					return errors.New("no deadline")
+				}
+				return nil
+			}},
+		},
+	})
+	health := "http://" + s.Addr("health").String()
+	metrics := "http://" + s.Addr("metrics").String()
+	if health == metrics {
+		t.Fatal("separate addresses share a listener")
+	}
+
+	if code, body := get(t, health+"/healthz"); code != 200 || body != "ok" {
+		t.Fatalf("/healthz = %d %q", code, body)
+	}
+	code, body := get(t, health+"/readyz")
+	if code != 500 || !strings.Contains(body, "[-]runtime failed: containerd unreachable") || strings.Contains(body, "[+]") {
+		t.Fatalf("/readyz while the runtime is down = %d %q", code, body)
+	}
+	runtimeDown.Store(false)
+	if code, body := get(t, health+"/readyz"); code != 200 || body != "ok" {
+		t.Fatalf("/readyz = %d %q", code, body)
+	}
+	if code, body := get(t, health+"/readyz?verbose"); code != 200 || body != "[+]runtime ok\n[+]sync ok\nok" {
+		t.Fatalf("/readyz?verbose = %d %q", code, body)
+	}
+	if code, body := get(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, `prober_probe_total{result="successful"} 3`) {
+		t.Fatalf("/metrics = %d %q", code, body)
+	}
+	// Each endpoint only where it belongs.
+	if code, _ := get(t, health+"/metrics"); code != 404 {
+		t.Fatalf("/metrics on the health address: %d", code)
+	}
+	if code, _ := get(t, metrics+"/healthz"); code != 404 {
+		t.Fatalf("/healthz on the metrics address: %d", code)
+	}
+	resp, err := http.Post(health+"/healthz", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /healthz = %d", resp.StatusCode)
+	}
+}
+
+func TestOneListenerWhenAddressesMatch(t *testing.T) {
+	// Find a free port, then ask for it twice.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := start(t, Options{HealthAddress: addr, MetricsAddress: addr, Gatherer: prometheus.NewRegistry()})
+	if code, _ := get(t, "http://"+addr+"/metrics"); code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	if code, _ := get(t, "http://"+addr+"/healthz"); code != 200 {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if s.Addr("metrics").String() != addr {
+		t.Fatal("metrics address")
+	}
+
+	// A taken address is an error at Start, not later.
+	s2 := New(Options{HealthAddress: addr})
+	if err := s2.Start(); err == nil || !strings.Contains(err.Error(), "health endpoint") {
+		t.Fatalf("Start on a taken address: %v", err)
+	}
+}
+
+func TestStatusSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "run", "probeshim.sock")
+	probeTime := time.Now().Add(-4 * time.Second).Truncate(time.Second)
+	var calls atomic.Int32
+	source := StatusFunc(func() []ProbeStatus {
+		calls.Add(1)
+		return []ProbeStatus{
+			{Namespace: "shop", Pod: "web-1", PodUID: "u2", Container: "app", Probe: "ready", Type: "httpGet", Result: "Failure",
+				Message: "HTTP probe failed with statuscode: 500", LastProbeTime: probeTime, LastTransitionTime: probeTime.Add(-90 * time.Second)},
+			{Namespace: "shop", Pod: "web-0", PodUID: "u1", Container: "app", Probe: "idle", Type: "exec", Result: "Success",
+				LastProbeTime: probeTime},
+			{Namespace: "batch", Pod: "job-0", PodUID: "u3", Container: "main", Probe: "live", Result: "Unknown"},
+		}
+	})
+	s := start(t, Options{StatusSocket: sock, Node: "worker-1", Status: source})
+	if s.Addr("health") != nil {
+		t.Fatal("health endpoint without an address")
+	}
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v, %v", fi, err)
+	}
+
+	ctx := context.Background()
+	st, err := FetchStatus(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Node != "worker-1" || len(st.Probes) != 3 || calls.Load() != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+	// Sorted by namespace, pod, container, probe; times survive the trip.
+	if st.Probes[0].Pod != "job-0" || st.Probes[1].Pod != "web-0" || st.Probes[2].Pod != "web-1" {
+		t.Fatalf("order: %+v", st.Probes)
+	}
+	if !st.Probes[2].LastProbeTime.Equal(probeTime) || !st.Probes[0].LastProbeTime.IsZero() {
+		t.Fatalf("times: %+v", st.Probes)
+	}
+
+	var out bytes.Buffer
+	st.Time = probeTime.Add(4 * time.Second)
+	if err := WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"node worker-1: 3 probe(s)",
+		"NAMESPACE", "RESULT",
+		"batch      job-0  main       live   -        Unknown  never       never",
+		"shop       web-1  app        ready  httpGet  Failure  4s ago      1m34s ago  HTTP probe failed with statuscode: 500",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table lacks %q:\n%s", want, text)
+		}
+	}
+
+	// A second service cannot take over a live socket.
+	if err := New(Options{StatusSocket: sock}).Start(); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("second server on a live socket: %v", err)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := FetchStatus(ctx, sock); err == nil || !strings.Contains(err.Error(), "is probeshim running?") {
+		t.Fatalf("fetch after shutdown: %v", err)
+	}
+}
+
+func TestStaleSocketReplaced(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "probeshim.sock")
+	// A socket file left by a killed process: nobody listens on it.
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+	start(t, Options{StatusSocket: sock})
+	st, err := FetchStatus(context.Background(), sock)
+	if err != nil || st.Probes == nil || len(st.Probes) != 0 {
+		t.Fatalf("empty status = %+v, %v", st, err)
+	}
+}
+
+func TestWriteStatusHelpers(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for d, want := range map[time.Duration]string{
+		-time.Second: "just now", 0: "0s ago", 59 * time.Second: "59s ago", 61 * time.Second: "1m01s ago",
+		3*time.Hour + 5*time.Minute: "3h05m ago", 72 * time.Hour: "3d ago",
+	} {
+		if got := ago(now, now.Add(-d)); got != want {
+			t.Errorf("ago(%s) = %q, want %q", d, got, want)
+		}
+	}
+	if got := firstLine("line one\nline two", 80); got != "line one…" {
+		t.Errorf("firstLine = %q", got)
+	}
+	if got := firstLine(strings.Repeat("é", 100), 10); got != strings.Repeat("é", 10)+"…" {
+		t.Errorf("firstLine = %q", got)
+	}
+	var out bytes.Buffer
+	WriteStatus(&out, &Status{Node: "n", Time: now})
+	if strings.Contains(out.String(), "NAMESPACE") {
+		t.Error("header printed without probes")
+	}
+}

@@ -1,0 +1,62 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/probeshim/probeshim/prober"
+)
+
+// metrics are the node service's own series, beside the engine's
+// prober_probe_* ones.
+type metrics struct {
+	apiWrites     *prometheus.CounterVec
+	runtimeErrors *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		apiWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "probeshim_api_writes_total",
+			Help: "Writes to the API server by the node service, by resource and result.",
+		}, []string{"resource", "result"}),
+		runtimeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "probeshim_runtime_errors_total",
+			Help: "Calls to the container runtime that failed for a reason other than the probe itself, by operation.",
+		}, []string{"operation"}),
+	}
+	reg.MustRegister(m.apiWrites, m.runtimeErrors)
+	return m
+}
+
+// writes counts the writes of one resource; it is a podprobe.Metrics.
+type writes struct {
+	m        *metrics
+	resource string
+}
+
+func (w writes) StatusWrite(err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	w.m.apiWrites.WithLabelValues(w.resource, result).Inc()
+}
+
+// countingExecer counts exec calls that failed in the runtime; a timeout is
+// the probe's own outcome and not counted.
+type countingExecer struct {
+	prober.Execer
+	m *metrics
+}
+
+func (e countingExecer) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (prober.ExecResult, error) {
+	res, err := e.Execer.Exec(ctx, id, cmd, timeout)
+	if err != nil && !errors.Is(err, prober.ErrExecTimeout) && ctx.Err() == nil {
+		e.m.runtimeErrors.WithLabelValues("exec").Inc()
+	}
+	return res, err
+}

@@ -1,0 +1,233 @@
+// Package service assembles the node service: runtime access, the container
+// tracker, the probe engine, the NodePodProbe controller, the local
+// endpoints and systemd notifications, and runs them until stopped.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/config"
+	"github.com/probeshim/probeshim/shim/kube"
+	"github.com/probeshim/probeshim/shim/netns"
+	"github.com/probeshim/probeshim/shim/podprobe"
+	"github.com/probeshim/probeshim/shim/runtime"
+	"github.com/probeshim/probeshim/shim/server"
+	"github.com/probeshim/probeshim/systemd"
+)
+
+// waitPoll is how often start-up re-checks what it waits for.
+const waitPoll = 2 * time.Second
+
+// Run runs the node service until ctx is done. It returns an error only for
+// what a restart cannot fix (a port already taken); a missing kubeconfig or
+// runtime is waited for, with the reason in the systemd status line.
+func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
+	log := logger.WithField("node", cfg.NodeName)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	rt, err := runtime.New(runtime.WithContainerdSocket(cfg.ContainerdSocket), runtime.WithCRISocket(cfg.CRISocket),
+		runtime.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	network := netns.NewNetwork(rt.PodNetwork)
+	defer network.Close()
+	var engine *prober.Manager
+	tracker := runtime.NewTracker(rt, func(ch runtime.Change) {
+		if ch.Container == "" {
+			network.Forget(ch.PodUID) // sandbox changed: look its netns up again
+			return
+		}
+		engine.ContainerChanged(ch.PodUID, ch.Container)
+	})
+	engine, err = prober.NewManager(tracker,
+		prober.WithExecer(countingExecer{Execer: rt, m: m}),
+		prober.WithNetwork(network),
+		prober.WithRegisterer(reg),
+		prober.WithLogger(log))
+	if err != nil {
+		return err
+	}
+
+	var ctrl struct {
+		sync.Mutex
+		*podprobe.Controller
+	}
+	controller := func() *podprobe.Controller { ctrl.Lock(); defer ctrl.Unlock(); return ctrl.Controller }
+
+	srv := server.New(server.Options{
+		HealthAddress:  cfg.HealthAddress,
+		MetricsAddress: cfg.MetricsAddress,
+		StatusSocket:   cfg.StatusSocket,
+		Node:           cfg.NodeName,
+		Gatherer:       reg,
+		Health:         []server.Check{{Name: "engine", Check: engineAlive(engine)}},
+		Ready: []server.Check{
+			{Name: "runtime", Check: func(context.Context) error { return tracker.Healthy() }},
+			{Name: "nodepodprobe", Check: func(context.Context) error {
+				if c := controller(); c == nil || !c.Synced() {
+					return errors.New("NodePodProbe not synced yet")
+				}
+				return nil
+			}},
+		},
+		Status: server.StatusFunc(func() []server.ProbeStatus {
+			if c := controller(); c != nil {
+				return probeStatuses(c.States())
+			}
+			return nil
+		}),
+		Log: log,
+	})
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	// Ping the watchdog from the start: waiting for containerd or a
+	// kubeconfig is not a reason for systemd to restart us.
+	run(func() { systemd.Watchdog(ctx, engineAlive(engine), log) })
+	run(func() { tracker.Run(ctx) })
+	run(func() {
+		if err := engine.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.WithError(err).Error("probe engine stopped")
+		}
+	})
+
+	if !waitFor(ctx, log, func() (bool, string) {
+		select {
+		case <-tracker.Synced():
+			return true, ""
+		default:
+		}
+		reason := "containerd at " + rt.ContainerdSocket()
+		if err := tracker.Healthy(); err != nil {
+			reason += ": " + err.Error()
+		}
+		return false, reason
+	}) {
+		return nil
+	}
+	log.WithField("socket", rt.ContainerdSocket()).Info("container runtime reachable")
+
+	var clients *kube.Clients
+	if !waitFor(ctx, log, func() (bool, string) {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			return false, "kubeconfig " + cfg.Kubeconfig + " (the kubelet's, or a dedicated one; see --kubeconfig)"
+		}
+		c, err := kube.New(cfg.Kubeconfig, kube.Options{QPS: float32(cfg.KubeAPIQPS), Burst: cfg.KubeAPIBurst,
+			UserAgent: "probeshim/" + cfg.NodeName})
+		if err != nil {
+			return false, err.Error()
+		}
+		clients = c
+		return true, ""
+	}) {
+		return nil
+	}
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	events := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "probeshim", Host: cfg.NodeName})
+
+	c := podprobe.New(podprobe.Config{
+		Node:    cfg.NodeName,
+		Client:  clients.Kruise,
+		Engine:  engine,
+		Events:  events,
+		Metrics: writes{m: m, resource: "nodepodprobes/status"},
+		Log:     log,
+	})
+	ctrl.Lock()
+	ctrl.Controller = c
+	ctrl.Unlock()
+	run(func() { c.Run(ctx) })
+
+	if !waitFor(ctx, log, func() (bool, string) {
+		return c.Synced(), "the first list of NodePodProbe " + cfg.NodeName + " from the API server"
+	}) {
+		return nil
+	}
+	systemd.Ready("probing for node " + cfg.NodeName)
+	log.Info("ready")
+	<-ctx.Done()
+	systemd.Stopping()
+	log.Info("stopping: probes and in-flight execs are cancelled")
+	return nil
+}
+
+// waitFor polls cond until it holds, saying in the systemd status line and
+// the log (on each new reason) what it waits for. It returns false when ctx
+// ends first.
+func waitFor(ctx context.Context, log logrus.FieldLogger, cond func() (bool, string)) bool {
+	last := ""
+	for {
+		ok, reason := cond()
+		if ok {
+			return true
+		}
+		if reason != last {
+			systemd.Status("waiting for " + reason)
+			log.Info("waiting for " + reason)
+			last = reason
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(waitPoll):
+		}
+	}
+}
+
+// engineAlive reports whether the engine answers at all: a deadlocked
+// engine would block Snapshot past the check's deadline.
+func engineAlive(e *prober.Manager) func(context.Context) error {
+	return func(ctx context.Context) error {
+		done := make(chan struct{})
+		go func() { e.Snapshot(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("probe engine does not answer: %w", ctx.Err())
+		}
+	}
+}
+
+func probeStatuses(states []podprobe.ProbeState) []server.ProbeStatus {
+	out := make([]server.ProbeStatus, 0, len(states))
+	for _, s := range states {
+		out = append(out, server.ProbeStatus{
+			Namespace: s.Namespace, Pod: s.Pod, PodUID: s.PodUID, Container: s.Container, Probe: s.Probe,
+			Type: s.Handler, Result: string(s.State), Message: s.Message,
+			LastProbeTime: s.LastProbeTime.Time, LastTransitionTime: s.LastTransitionTime.Time,
+		})
+	}
+	return out
+}
