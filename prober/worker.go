@@ -128,6 +128,9 @@ func (w *worker) doProbe(ctx context.Context) {
 		w.publish(Unknown, msg)
 	}
 	if !c.Running {
+		if c.StartedAt.IsZero() {
+			return // created, not started yet: it has no result, Unknown stands
+		}
 		w.publish(Failure, "container is not running")
 		return
 	}

@@ -155,7 +155,7 @@ func TestContainerNotRunning(t *testing.T) {
 	h.exec.push(ok)
 	h.probe(k)
 	h.expect(k, Success)
-	h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false})
+	h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false, StartedAt: h.clock.Now()})
 	h.probe(k)
 	h.expect(k, Failure) // at once, not after three
 	if u, _ := h.result(k); u.Message != "container is not running" {
@@ -167,6 +167,25 @@ func TestContainerNotRunning(t *testing.T) {
 	if got := counterValue(t, h.reg, "failed"); got != 0 {
 		t.Fatalf("not running counted as a probe: %v", got)
 	}
+}
+
+// A restarted container that is created but not started yet has no result:
+// Unknown, not Failure, so a restart never reads as a failed probe.
+func TestNewContainerNotStartedIsUnknown(t *testing.T) {
+	h := newHarness(t)
+	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
+	k := key("p")
+	h.running("c1")
+	h.exec.push(ok)
+	h.probe(k)
+	h.expect(k, Success)
+	h.containers.set(podUID, ctr, ContainerStatus{ID: "c2"}) // created, never started
+	h.probe(k)
+	h.expect(k, Unknown)
+	h.running("c2")
+	h.exec.push(ok)
+	h.probe(k)
+	h.expect(k, Success)
 }
 
 // SEMANTICS: a probe error is discarded: no result, no threshold counting.

@@ -19,6 +19,7 @@ type process struct {
 	Start   uint64 `json:"start"` // start time in clock ticks since boot, guards against PID reuse
 	Log     string `json:"log"`
 	cmd     *exec.Cmd
+	argv    []string
 	exited  chan struct{}
 	waitErr error
 }
@@ -43,7 +44,7 @@ func (r *Rig) startProcess(name string, argv ...string) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{Name: name, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, exited: make(chan struct{})}
+	p := &process{Name: name, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, argv: argv, exited: make(chan struct{})}
 	p.Start = procStartTime(p.PID)
 	if err := r.cgroups.add(daemonCgroup, p.PID); err != nil {
 		_ = cmd.Process.Kill()

@@ -317,7 +317,7 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 		return err
 	}
 	if err := r.waitFor(ctx, containerd, "containerd serving", 30*time.Second, func() (bool, error) {
-		return exec.CommandContext(ctx, "ctr", "--address", r.ContainerdSocket(), "version").Run() == nil, nil
+		return r.containerdServing(ctx), nil
 	}); err != nil {
 		return err
 	}
@@ -407,6 +407,10 @@ func (r *Rig) waitFor(ctx context.Context, p *process, what string, timeout time
 		case <-tick.C:
 		}
 	}
+}
+
+func (r *Rig) containerdServing(ctx context.Context) bool {
+	return exec.CommandContext(ctx, "ctr", "--address", r.ContainerdSocket(), "version").Run() == nil
 }
 
 func (r *Rig) proc(name string) *process {

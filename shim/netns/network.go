@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/probeshim/probeshim/prober"
@@ -35,8 +37,20 @@ func NewNetwork(resolve Resolver) *Network {
 
 var _ prober.Network = (*Network)(nil)
 
-// DialerFor returns the pod's Dialer. hostNetwork pods get the host Dialer.
+// DialerFor returns the pod's Dialer. hostNetwork pods get the host Dialer;
+// the others one that prefers the pod's loopback (see inPod).
 func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
+	d, err := n.dialer(pod)
+	switch {
+	case err != nil:
+		return nil, err
+	case d == n.host:
+		return d, nil
+	}
+	return inPod{Dialer: d, ip: pod.IP}, nil
+}
+
+func (n *Network) dialer(pod prober.PodRef) (*Dialer, error) {
 	if pod.HostNetwork {
 		return n.host, nil
 	}
@@ -77,6 +91,32 @@ func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
 	}
 	n.pods[pod.UID] = d
 	return d, nil
+}
+
+// inPod dials the pod's own IP on the pod's loopback first: inside the pod's
+// namespace 127.0.0.1 is the pod itself, so a server bound only to loopback,
+// which the kubelet cannot probe, is reachable. A server bound only to the pod
+// IP refuses the loopback connection at once and is dialled next. Never used
+// for hostNetwork pods, whose loopback is the node's.
+type inPod struct {
+	*Dialer
+	ip string
+}
+
+func (d inPod) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil || d.ip == "" || host != d.ip {
+		return d.Dialer.DialContext(ctx, network, address)
+	}
+	loopback := "127.0.0.1"
+	if ip := net.ParseIP(d.ip); ip != nil && ip.To4() == nil {
+		loopback = "::1"
+	}
+	conn, err := d.Dialer.DialContext(ctx, network, net.JoinHostPort(loopback, port))
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return conn, err
+	}
+	return d.Dialer.DialContext(ctx, network, address)
 }
 
 // Forget closes the pod's namespace handle, if any.

@@ -47,6 +47,10 @@ func main() {
 		log.Printf("code now %d", n)
 		fmt.Fprintf(w, "code now %d\n", n)
 	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		log.Printf("redirect to %q", r.URL.Query().Get("to"))
+		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c := int(current.Load())
 		log.Printf("%s %s host=%q ua=%q -> %d", r.Method, r.URL.Path, r.Host, r.UserAgent(), c)

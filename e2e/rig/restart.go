@@ -1,0 +1,59 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// StopComponent stops one running component (e.g. "containerd",
+// "kube-apiserver") with SIGTERM, for tests of how others cope without it.
+func (r *Rig) StopComponent(name string) error {
+	p := r.proc(name)
+	if p == nil {
+		return fmt.Errorf("rig: no running component %q", name)
+	}
+	p.stopGracefully(15 * time.Second)
+	r.procs = slices.DeleteFunc(r.procs, func(q *process) bool { return q == p })
+	return nil
+}
+
+// StartComponent starts a component stopped by StopComponent again, with the
+// same command line, and waits until it serves.
+func (r *Rig) StartComponent(ctx context.Context, name string) error {
+	if r.proc(name) != nil {
+		return fmt.Errorf("rig: %s is already running", name)
+	}
+	var argv []string
+	for _, p := range r.state.Processes {
+		if p.Name == name && p.argv != nil {
+			argv = p.argv
+		}
+	}
+	if argv == nil {
+		return fmt.Errorf("rig: %s was never started", name)
+	}
+	p, err := r.startProcess(name, argv...)
+	if err != nil {
+		return err
+	}
+	return r.waitFor(ctx, p, name+" serving", 60*time.Second, func() (bool, error) {
+		switch name {
+		case "kube-apiserver":
+			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
+		case "containerd":
+			return r.containerdServing(ctx), nil
+		default:
+			return true, nil
+		}
+	})
+}
+
+// RestartComponent stops and starts a component.
+func (r *Rig) RestartComponent(ctx context.Context, name string) error {
+	if err := r.StopComponent(name); err != nil {
+		return err
+	}
+	return r.StartComponent(ctx, name)
+}
