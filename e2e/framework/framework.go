@@ -28,11 +28,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/e2e/rig"
 )
@@ -142,6 +144,8 @@ func run(m *testing.M, opts ...Option) int {
 			os.Exit(1)
 		}
 	}()
+	// The clients log through controller-runtime; the tests say what matters.
+	ctrllog.SetLogger(logr.Discard())
 	shared, setupErr = newCluster(r, scheme)
 	code := 1
 	if setupErr == nil {

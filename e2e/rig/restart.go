@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // StopComponent stops one running component (e.g. "containerd",
@@ -43,7 +47,7 @@ func (r *Rig) StartComponent(ctx context.Context, name string) error {
 		case "kube-apiserver":
 			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
 		case "containerd":
-			return r.containerdServing(ctx), nil
+			return r.criReady(ctx), nil
 		default:
 			return true, nil
 		}
@@ -56,4 +60,26 @@ func (r *Rig) RestartComponent(ctx context.Context, name string) error {
 		return err
 	}
 	return r.StartComponent(ctx, name)
+}
+
+// criReady reports whether containerd's CRI service answers and says the
+// runtime is ready: after a restart it serves its API before CRI is up.
+func (r *Rig) criReady(ctx context.Context) bool {
+	conn, err := grpc.NewClient("unix://"+r.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := runtimeapi.NewRuntimeServiceClient(conn).Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return false
+	}
+	for _, c := range st.GetStatus().GetConditions() {
+		if c.GetType() == runtimeapi.RuntimeReady {
+			return c.GetStatus()
+		}
+	}
+	return false
 }

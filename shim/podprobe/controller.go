@@ -129,7 +129,12 @@ func (c *Controller) onObject(obj any) {
 	}
 	c.exists = true
 	if npp.Generation == c.generation && npp.Generation != 0 {
-		return // our own status write: the spec is unchanged
+		// Our own status write, or a relist after the API server was away:
+		// the spec is unchanged, but a pending write may go now.
+		if c.dirty {
+			c.markDirtyLocked()
+		}
+		return
 	}
 	c.generation = npp.Generation
 	run, refused := desiredFromSpec(&npp.Spec)
@@ -228,7 +233,7 @@ func (c *Controller) markDirtyLocked() {
 func (c *Controller) write(ctx context.Context) {
 	refresh := c.cfg.Clock.NewTicker(c.cfg.RefreshInterval)
 	defer refresh.Stop()
-	backoff := wait.Backoff{Duration: c.cfg.WriteInterval, Factor: 2, Steps: 1 << 30, Cap: 30 * time.Second, Jitter: 0.1}
+	backoff := wait.Backoff{Duration: c.cfg.WriteInterval, Factor: 2, Steps: 1 << 30, Cap: 10 * time.Second, Jitter: 0.1}
 	retry := backoff
 	var last time.Time
 	for {
@@ -261,6 +266,7 @@ func (c *Controller) write(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-c.cfg.Clock.After(d):
+			case <-c.kick: // the API server answered the watch again, or news arrived
 			}
 		}
 	}

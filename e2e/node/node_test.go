@@ -1,0 +1,429 @@
+// Package node is the node service's end-to-end suite: the real probeshim
+// binary on the rig's node, probing real pods through the rig's containerd and
+// inside the pods' network namespaces, with a NodePodProbe written by the test
+// (no cluster deployment involved).
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }
+
+// suite is one pod with servers bound only to its loopback, probed by one
+// node service, shared by the tests below.
+type suite struct {
+	c   *framework.Cluster
+	svc *framework.NodeService
+	pod *corev1.Pod
+}
+
+func exec(cmd ...string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}
+}
+
+func httpGet(port int32, path string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(port), Path: path}}
+}
+
+func tcp(port int32) corev1.ProbeHandler {
+	return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}
+}
+
+func probe(name, container string, h corev1.ProbeHandler, edit ...func(*corev1.Probe)) v1alpha1.ContainerProbe {
+	p := corev1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1}
+	for _, e := range edit {
+		e(&p)
+	}
+	return v1alpha1.ContainerProbe{Name: name, ContainerName: container, Probe: v1alpha1.ContainerProbeSpec{Probe: p}}
+}
+
+// initialProbes is the spec the suite starts with; each test owns its probes.
+func initialProbes() []v1alpha1.ContainerProbe {
+	return []v1alpha1.ContainerProbe{
+		probe("exec-ok", "box", exec("true")),
+		probe("exec-fail", "box", exec("sh", "-c", "echo not idle; exit 1")),
+		probe("exec-timeout", "box", exec("sleep", "37"), func(p *corev1.Probe) { p.PeriodSeconds = 3 }),
+		probe("exec-big-output", "box", exec("sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; exit 2")),
+		probe("exec-toggle", "box", exec("test", "-f", "/tmp/healthy")),
+		probe("exec-restart", "box", exec("true"), func(p *corev1.Probe) { p.InitialDelaySeconds = 4 }),
+		probe("http-local", "web", httpGet(8080, "/")),
+		probe("http-500", "web500", httpGet(8082, "/")),
+		probe("http-offhost-redirect", "web", httpGet(8080, "/redirect?to=http://192.0.2.1:9/elsewhere")),
+		probe("tcp-open", "web", tcp(8080)),
+		probe("tcp-closed", "web", tcp(8081)),
+		probe("grpc", "grpc", corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090}}),
+		probe("host-is-node", "web", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Host: "10.217.0.1", Port: intstr.FromInt32(10250), Path: "/pods"}}),
+	}
+}
+
+func TestNodeService(t *testing.T) {
+	c := framework.Get(t)
+	c.InstallCRDs(t)
+	ns := c.Namespace(t)
+	pod := c.CreatePod(t, framework.NewPod(ns, "probed",
+		framework.Command("box", "sh", "-c", "touch /tmp/healthy; exec sleep 100000"),
+		framework.Command("web", "localhttp-server", "-listen", "127.0.0.1:8080"),
+		framework.Command("web500", "localhttp-server", "-listen", "127.0.0.1:8082", "-code", "500"),
+		framework.Command("grpc", "grpc-health-server", "-listen", ":9090"),
+	))
+	pod = c.WaitForPodReady(t, pod, 2*time.Minute)
+
+	s := &suite{c: c, pod: pod}
+	s.writeSpec(t, initialProbes())
+	s.svc = c.StartNodeService(t)
+
+	// The first results of every probe, as the kubelet would give them.
+	t.Run("results", func(t *testing.T) {
+		want := map[string]v1alpha1.ProbeState{
+			"exec-ok":               v1alpha1.ProbeSucceeded,
+			"exec-fail":             v1alpha1.ProbeFailed,
+			"exec-timeout":          v1alpha1.ProbeFailed,
+			"exec-big-output":       v1alpha1.ProbeFailed,
+			"exec-toggle":           v1alpha1.ProbeSucceeded,
+			"exec-restart":          v1alpha1.ProbeSucceeded,
+			"http-local":            v1alpha1.ProbeSucceeded, // bound to the pod's 127.0.0.1: the kubelet could not reach it
+			"http-500":              v1alpha1.ProbeFailed,
+			"http-offhost-redirect": v1alpha1.ProbeSucceeded, // not followed: success with a warning, like the kubelet
+			"tcp-open":              v1alpha1.ProbeSucceeded,
+			"tcp-closed":            v1alpha1.ProbeFailed,
+			"grpc":                  v1alpha1.ProbeSucceeded,
+			"host-is-node":          v1alpha1.ProbeUnknown, // refused by the node service
+		}
+		for name, state := range want {
+			s.waitState(t, name, state, 30*time.Second)
+		}
+		st := s.states(t)
+		if m := st["exec-fail"].Message; !strings.Contains(m, "not idle") {
+			t.Errorf("exec-fail message = %q, want the command's output", m)
+		}
+		if m := st["exec-big-output"].Message; len(m) > 1024 || !strings.HasPrefix(m, "xxxx") {
+			t.Errorf("exec-big-output message is %d bytes (%.20q...), want the output capped at 1024", len(m), m)
+		}
+		if m := st["http-500"].Message; m != "HTTP probe failed with statuscode: 500" {
+			t.Errorf("http-500 message = %q", m)
+		}
+		if m := st["host-is-node"].Message; !strings.Contains(m, "refused") || !strings.Contains(m, "host") {
+			t.Errorf("host-is-node message = %q, want the refusal and the field", m)
+		}
+		if !strings.Contains(s.svc.Logs(), "host-is-node") {
+			t.Errorf("the refusal of host-is-node is not in the service log")
+		}
+	})
+
+	t.Run("events only on transitions", func(t *testing.T) {
+		ev, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeFailed, "exec-fail", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeSucceeded, "exec-ok", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // three more periods of a steady result
+		evs, err := c.Events(framework.Context(t, time.Minute), ns, pod.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Reason == ev.Reason && strings.Contains(e.Message, "exec-fail") && e.Count > 1 {
+				t.Errorf("event %s for a steady result recorded %d times, want once", e.Reason, e.Count)
+			}
+		}
+	})
+
+	t.Run("timed-out exec leaves no process", func(t *testing.T) {
+		s.removeProbe(t, "exec-timeout")
+		s.waitGone(t, "exec-timeout", 15*time.Second)
+		err := framework.WaitFor(framework.Context(t, time.Minute), 10*time.Second, "no 'sleep 37' left in the container",
+			func(ctx context.Context) (bool, string, error) {
+				out, _, err := c.Exec(ctx, ns, pod.Name, "box", "ps", "-o", "pid,args")
+				return err == nil && !strings.Contains(out, "sleep 37"), out, nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("spec change flips the state", func(t *testing.T) {
+		s.editProbe(t, "exec-fail", func(p *corev1.Probe) { p.Exec.Command = []string{"sh", "-c", "echo idle"} })
+		s.waitState(t, "exec-fail", v1alpha1.ProbeSucceeded, 15*time.Second)
+		if m := s.states(t)["exec-fail"].Message; !strings.Contains(m, "idle") || strings.Contains(m, "not idle") {
+			t.Errorf("message after the change = %q", m)
+		}
+	})
+
+	t.Run("gRPC NOT_SERVING", func(t *testing.T) {
+		if _, _, err := c.Exec(framework.Context(t, time.Minute), ns, pod.Name, "grpc", "grpc-health-server", "set", "NOT_SERVING"); err != nil {
+			t.Fatal(err)
+		}
+		s.waitState(t, "grpc", v1alpha1.ProbeFailed, 15*time.Second)
+	})
+
+	t.Run("container restart reports Unknown then the new result", func(t *testing.T) {
+		before := framework.ContainerStatus(s.pod, "box")
+		s.stopContainer(t, "box")
+		s.waitState(t, "exec-restart", v1alpha1.ProbeUnknown, 20*time.Second)
+		s.waitState(t, "exec-restart", v1alpha1.ProbeSucceeded, 30*time.Second)
+		p, err := c.Kube.CoreV1().Pods(ns).Get(framework.Context(t, time.Minute), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := framework.ContainerStatus(p, "box"); after == nil || before == nil || after.ContainerID == before.ContainerID {
+			t.Fatalf("box was not restarted: before %v after %v", before, after)
+		}
+		s.pod = p
+	})
+
+	t.Run("probe removed from the spec leaves the status", func(t *testing.T) {
+		s.removeProbe(t, "tcp-closed")
+		s.waitGone(t, "tcp-closed", 15*time.Second)
+	})
+
+	// Resilience: each step changes a result while something is away, and the
+	// result must arrive once it is back.
+	t.Run("containerd restart", func(t *testing.T) {
+		if err := c.Rig.RestartComponent(framework.Context(t, 2*time.Minute), "containerd"); err != nil {
+			t.Fatal(err)
+		}
+		s.toggle(t, false)
+		s.waitState(t, "exec-toggle", v1alpha1.ProbeFailed, 30*time.Second)
+		s.toggle(t, true)
+		s.waitState(t, "exec-toggle", v1alpha1.ProbeSucceeded, 30*time.Second)
+	})
+
+	t.Run("API server away", func(t *testing.T) {
+		if err := c.Rig.StopComponent("kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		s.toggle(t, false) // through containerd: the API server is down
+		time.Sleep(15 * time.Second)
+		if err := c.Rig.StartComponent(framework.Context(t, 2*time.Minute), "kube-apiserver"); err != nil {
+			t.Fatal(err)
+		}
+		s.waitState(t, "exec-toggle", v1alpha1.ProbeFailed, 60*time.Second)
+		s.toggle(t, true)
+		s.waitState(t, "exec-toggle", v1alpha1.ProbeSucceeded, 30*time.Second)
+	})
+
+	t.Run("kill -9 and start again", func(t *testing.T) {
+		s.svc.Kill()
+		s.toggle(t, false)
+		s.svc.Start(t)
+		s.waitState(t, "exec-toggle", v1alpha1.ProbeFailed, 30*time.Second)
+		if got := s.states(t)["exec-ok"].State; got != v1alpha1.ProbeSucceeded {
+			t.Errorf("exec-ok after the restart = %s, want Succeeded kept", got)
+		}
+	})
+
+	t.Run("probeshim status", func(t *testing.T) {
+		st, err := s.svc.Status(framework.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range st.Probes {
+			if p.Probe == "exec-ok" && p.Pod == pod.Name && p.Container == "box" && p.Type == "exec" && p.Result == "Succeeded" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("status socket does not list exec-ok as Succeeded: %+v", st.Probes)
+		}
+		metrics, err := s.svc.Get(framework.Context(t, time.Minute), "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+
+	if strings.Contains(s.svc.Logs(), "panic") {
+		t.Errorf("the node service log shows a panic:\n%s", s.svc.Logs())
+	}
+}
+
+// toggle creates or removes /tmp/healthy in the box container through
+// containerd directly, so it works while the API server is down.
+func (s *suite) toggle(t *testing.T, healthy bool) {
+	t.Helper()
+	cmd := []string{"rm", "-f", "/tmp/healthy"}
+	if healthy {
+		cmd = []string{"touch", "/tmp/healthy"}
+	}
+	id := containerID(t, s.c, s.pod, "box")
+	if _, stderr, code, err := s.c.ExecSync(framework.Context(t, time.Minute), id, 10*time.Second, cmd...); err != nil || code != 0 {
+		t.Fatalf("%v in box: exit %d %v %s", cmd, code, err, stderr)
+	}
+}
+
+func containerID(t *testing.T, c *framework.Cluster, pod *corev1.Pod, name string) string {
+	t.Helper()
+	p, err := c.Kube.CoreV1().Pods(pod.Namespace).Get(framework.Context(t, time.Minute), pod.Name, metav1.GetOptions{})
+	if err != nil {
+		// The API server may be away: the last known pod is good enough.
+		p = pod
+	}
+	st := framework.ContainerStatus(p, name)
+	if st == nil || st.ContainerID == "" {
+		t.Fatalf("no container %s in pod %s", name, pod.Name)
+	}
+	_, id, _ := strings.Cut(st.ContainerID, "://")
+	return id
+}
+
+func (s *suite) stopContainer(t *testing.T, name string) {
+	t.Helper()
+	id := containerID(t, s.c, s.pod, name)
+	cri, conn, err := s.c.CRI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := cri.StopContainer(framework.Context(t, time.Minute), &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *suite) npp() *v1alpha1.NodePodProbe {
+	return &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: s.c.Rig.NodeName()}}
+}
+
+// writeSpec sets the pod's probes in the node's NodePodProbe, creating it.
+func (s *suite) writeSpec(t *testing.T, probes []v1alpha1.ContainerProbe) {
+	t.Helper()
+	ctx := framework.Context(t, time.Minute)
+	entry := v1alpha1.PodProbe{Name: s.pod.Name, Namespace: s.pod.Namespace, UID: string(s.pod.UID), IP: s.pod.Status.PodIP, Probes: probes}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		npp := s.npp()
+		err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(npp), npp)
+		if apierrors.IsNotFound(err) {
+			npp.Spec.PodProbes = []v1alpha1.PodProbe{entry}
+			return s.c.Client.Create(ctx, npp)
+		}
+		if err != nil {
+			return err
+		}
+		npp.Spec.PodProbes = []v1alpha1.PodProbe{entry}
+		return s.c.Client.Update(ctx, npp)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *suite) spec(t *testing.T) []v1alpha1.ContainerProbe {
+	t.Helper()
+	npp := s.npp()
+	if err := s.c.Client.Get(framework.Context(t, time.Minute), client.ObjectKeyFromObject(npp), npp); err != nil {
+		t.Fatal(err)
+	}
+	return npp.Spec.PodProbes[0].Probes
+}
+
+func (s *suite) editProbe(t *testing.T, name string, edit func(*corev1.Probe)) {
+	t.Helper()
+	probes := s.spec(t)
+	for i := range probes {
+		if probes[i].Name == name {
+			edit(&probes[i].Probe.Probe)
+		}
+	}
+	s.writeSpec(t, probes)
+}
+
+func (s *suite) removeProbe(t *testing.T, name string) {
+	t.Helper()
+	var keep []v1alpha1.ContainerProbe
+	for _, p := range s.spec(t) {
+		if p.Name != name {
+			keep = append(keep, p)
+		}
+	}
+	s.writeSpec(t, keep)
+}
+
+// states reads the pod's probe states from the NodePodProbe status.
+func (s *suite) states(t *testing.T) map[string]v1alpha1.ContainerProbeState {
+	t.Helper()
+	out, err := s.readStates(framework.Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (s *suite) readStates(ctx context.Context) (map[string]v1alpha1.ContainerProbeState, error) {
+	npp := s.npp()
+	if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(npp), npp); err != nil {
+		return nil, err
+	}
+	out := map[string]v1alpha1.ContainerProbeState{}
+	for _, ps := range npp.Status.PodProbeStatuses {
+		if ps.UID != string(s.pod.UID) {
+			continue
+		}
+		for _, st := range ps.ProbeStates {
+			out[st.Name] = st
+		}
+	}
+	return out, nil
+}
+
+func (s *suite) waitState(t *testing.T, probe string, want v1alpha1.ProbeState, timeout time.Duration) {
+	t.Helper()
+	err := framework.WaitFor(framework.Context(t, timeout+time.Minute), timeout, fmt.Sprintf("probe %s %s", probe, want),
+		func(ctx context.Context) (bool, string, error) {
+			st, err := s.readStates(ctx)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			got, ok := st[probe]
+			return ok && got.State == want, fmt.Sprintf("%+v", got), nil
+		})
+	if err != nil {
+		t.Fatalf("%v\nnode service log:\n%s", err, tail(s.svc.Logs(), 30))
+	}
+}
+
+func (s *suite) waitGone(t *testing.T, probe string, timeout time.Duration) {
+	t.Helper()
+	err := framework.WaitFor(framework.Context(t, timeout+time.Minute), timeout, "probe "+probe+" gone from status",
+		func(ctx context.Context) (bool, string, error) {
+			st, err := s.readStates(ctx)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			got, ok := st[probe]
+			return !ok, fmt.Sprintf("%+v", got), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
