@@ -64,7 +64,7 @@ type Controller struct {
 	seeded     bool
 	generation int64
 	exists     bool
-	pods       map[string]podMeta // pods of the spec, by UID
+	pods       map[string]podMeta    // pods of the spec, by UID
 	probes     map[prober.Key]string // probes being run, with their handler kind
 	dirty      bool
 }
