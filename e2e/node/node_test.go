@@ -308,27 +308,35 @@ func (s *suite) npp() *v1alpha1.NodePodProbe {
 }
 
 // writeSpec sets the pod's probes in the node's NodePodProbe, creating it.
-func (s *suite) writeSpec(t *testing.T, probes []v1alpha1.ContainerProbe) {
+func (s *suite) writeSpec(t testing.TB, probes []v1alpha1.ContainerProbe) {
+	t.Helper()
+	s.writeEntries(t, []v1alpha1.PodProbe{{Name: s.pod.Name, Namespace: s.pod.Namespace, UID: string(s.pod.UID),
+		IP: s.pod.Status.PodIP, Probes: probes}})
+}
+
+// writeEntries sets the node's NodePodProbe spec, creating the object.
+func (s *suite) writeEntries(t testing.TB, entries []v1alpha1.PodProbe) {
 	t.Helper()
 	ctx := framework.Context(t, time.Minute)
-	entry := v1alpha1.PodProbe{Name: s.pod.Name, Namespace: s.pod.Namespace, UID: string(s.pod.UID), IP: s.pod.Status.PodIP, Probes: probes}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		npp := s.npp()
-		err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(npp), npp)
+		err := s.c.Client.Get(ctx, clientKey(npp), npp)
 		if apierrors.IsNotFound(err) {
-			npp.Spec.PodProbes = []v1alpha1.PodProbe{entry}
+			npp.Spec.PodProbes = entries
 			return s.c.Client.Create(ctx, npp)
 		}
 		if err != nil {
 			return err
 		}
-		npp.Spec.PodProbes = []v1alpha1.PodProbe{entry}
+		npp.Spec.PodProbes = entries
 		return s.c.Client.Update(ctx, npp)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 }
+
+func clientKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }
 
 func (s *suite) spec(t *testing.T) []v1alpha1.ContainerProbe {
 	t.Helper()

@@ -1,0 +1,308 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/framework"
+)
+
+// Benchmarks on the rig; each runs once (-benchtime 1x) and reports what it
+// measured side by side. Windows are wall-clock seconds of steady probing.
+var window = envDuration("PROBESHIM_BENCH_WINDOW", 30*time.Second)
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+// BenchmarkProbeCost compares what the same probes cost when the kubelet runs
+// them natively and when probeshim runs them (PERFORMANCE.md): 20 pods, each
+// with an exec probe (cat a file) and a TCP probe on one container and an HTTP
+// probe on a second, all at a 1 s period — 60 probes/s.
+func BenchmarkProbeCost(b *testing.B) {
+	c := framework.Get(b)
+	c.InstallCRDs(b)
+	const pods = 20
+	svc := c.StartNodeService(b)
+	ns := c.Namespace(b)
+
+	plain := createPods(b, c, ns, "plain", pods, nil)
+	baseline := measure(b, c, svc, window)
+
+	s := &suite{c: c, svc: svc}
+	var entries []v1alpha1.PodProbe
+	for _, p := range plain {
+		entries = append(entries, v1alpha1.PodProbe{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), IP: p.Status.PodIP,
+			Probes: []v1alpha1.ContainerProbe{
+				probe("exec", "app", exec("cat", "/tmp/f")),
+				probe("tcp", "app", tcp(8080)),
+				probe("http", "side", httpGet(8081, "/")),
+			}})
+	}
+	s.writeEntries(b, entries)
+	waitAllSucceeded(b, s, entries)
+	shim := measure(b, c, svc, window)
+	s.writeEntries(b, nil)
+	deletePods(b, c, plain)
+
+	native := createPods(b, c, ns, "native", pods, func(p *corev1.Pod) {
+		app, side := &p.Spec.Containers[0], &p.Spec.Containers[1]
+		app.ReadinessProbe = &corev1.Probe{ProbeHandler: exec("cat", "/tmp/f"), PeriodSeconds: 1}
+		app.LivenessProbe = &corev1.Probe{ProbeHandler: tcp(8080), PeriodSeconds: 1, FailureThreshold: 3}
+		side.ReadinessProbe = &corev1.Probe{ProbeHandler: httpGet(8081, "/"), PeriodSeconds: 1}
+	})
+	kubelet := measure(b, c, svc, window)
+	deletePods(b, c, native)
+
+	b.Logf("\n%d pods x 3 probes at 1 s (%d probes/s), %s windows, CPU in %% of one core:\n"+
+		"%-34s %10s %10s %10s\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n"+
+		"machine CPU added over baseline: kubelet %.1f%%, probeshim %.1f%% (ratio probeshim/kubelet %.2f)\n"+
+		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min",
+		pods, pods*3, window,
+		"", "machine", "kubelet", "probeshim",
+		"baseline (pods, no probes)", baseline.machine, baseline.kubelet, baseline.shim,
+		"kubelet runs the probes", kubelet.machine, kubelet.kubelet, kubelet.shim,
+		"probeshim runs the probes", shim.machine, shim.kubelet, shim.shim,
+		kubelet.machine-baseline.machine, shim.machine-baseline.machine,
+		(shim.machine-baseline.machine)/(kubelet.machine-baseline.machine),
+		shim.rssMB, shim.writesPerMin)
+	b.ReportMetric(kubelet.machine-baseline.machine, "kubelet-added-%cpu")
+	b.ReportMetric(shim.machine-baseline.machine, "probeshim-added-%cpu")
+	b.ReportMetric(shim.shim, "probeshim-own-%cpu")
+	b.ReportMetric(shim.rssMB, "probeshim-rss-MB")
+	b.ReportMetric(shim.writesPerMin, "status-writes/min")
+}
+
+// BenchmarkScale100 runs 100 pods x 3 network probes at 1 s through probeshim:
+// its CPU and RSS, and status writes per minute at steady state and while 10
+// pods flip their HTTP result every 2 s.
+func BenchmarkScale100(b *testing.B) {
+	c := framework.Get(b)
+	c.InstallCRDs(b)
+	const pods, flipping = 100, 10
+	svc := c.StartNodeService(b)
+	ns := c.Namespace(b)
+	created := createPods(b, c, ns, "scale", pods, func(p *corev1.Pod) {
+		var idx int
+		fmt.Sscanf(p.Name, "scale-%d", &idx)
+		if idx < flipping { // churn: the side server switches 200 <-> 503 every 2 s
+			p.Spec.Containers[1].Command = []string{"sh", "-c", "localhttp-server -listen :8081 & " +
+				"while sleep 2; do localhttp-server set -listen 127.0.0.1:8081 503; sleep 2; localhttp-server set -listen 127.0.0.1:8081 200; done"}
+		}
+	})
+	s := &suite{c: c, svc: svc}
+	var entries []v1alpha1.PodProbe
+	for _, p := range created {
+		entries = append(entries, v1alpha1.PodProbe{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), IP: p.Status.PodIP,
+			Probes: []v1alpha1.ContainerProbe{
+				probe("tcp", "app", tcp(8080)),
+				probe("http", "side", httpGet(8081, "/")),
+				probe("grpc-less-http", "app", httpGet(8080, "/")),
+			}})
+	}
+	s.writeEntries(b, entries)
+	waitAllSucceeded(b, s, entries[flipping:])
+	churn := measure(b, c, svc, window)
+	// Steady: stop the flipping by deleting those pods' probes.
+	s.writeEntries(b, entries[flipping:])
+	time.Sleep(3 * time.Second) // let the last flip and the removal be written
+	steady := measure(b, c, svc, window)
+	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
+		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB, status writes %.1f/min\n"+
+		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min",
+		pods, window, steady.shim, steady.rssMB, steady.writesPerMin, flipping, churn.shim, churn.rssMB, churn.writesPerMin)
+	b.ReportMetric(steady.shim, "steady-%cpu")
+	b.ReportMetric(steady.rssMB, "steady-rss-MB")
+	b.ReportMetric(steady.writesPerMin, "steady-writes/min")
+	b.ReportMetric(churn.writesPerMin, "churn-writes/min")
+	deletePods(b, c, created)
+}
+
+func createPods(b *testing.B, c *framework.Cluster, ns, prefix string, n int, edit func(*corev1.Pod)) []*corev1.Pod {
+	b.Helper()
+	out := make([]*corev1.Pod, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		p := framework.NewPod(ns, fmt.Sprintf("%s-%d", prefix, i),
+			framework.Command("app", "sh", "-c", "echo ok > /tmp/f; exec localhttp-server -listen :8080"),
+			framework.Command("side", "localhttp-server", "-listen", ":8081"))
+		if edit != nil {
+			edit(p)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := framework.Context(b, 3*time.Minute)
+			created, err := c.Kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			if err == nil {
+				created, err = c.WaitForPod(ctx, ns, p.Name, 3*time.Minute, "Ready", framework.PodReady)
+			}
+			out[i] = created
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+func deletePods(b *testing.B, c *framework.Cluster, pods []*corev1.Pod) {
+	b.Helper()
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.DeletePod(framework.Context(b, 2*time.Minute), p, 2*time.Minute) }()
+	}
+	wg.Wait()
+}
+
+func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
+	b.Helper()
+	err := framework.WaitFor(framework.Context(b, 3*time.Minute), 2*time.Minute, "every probe Succeeded",
+		func(ctx context.Context) (bool, string, error) {
+			npp := s.npp()
+			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+				return false, err.Error(), nil
+			}
+			ok := map[string]int{}
+			for _, ps := range npp.Status.PodProbeStatuses {
+				for _, st := range ps.ProbeStates {
+					if st.State == v1alpha1.ProbeSucceeded {
+						ok[ps.UID]++
+					}
+				}
+			}
+			missing := 0
+			for _, e := range entries {
+				if ok[e.UID] < len(e.Probes) {
+					missing++
+				}
+			}
+			return missing == 0, fmt.Sprintf("%d pods not all Succeeded", missing), nil
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+type sample struct {
+	machine, kubelet, shim float64 // % of one core
+	rssMB                  float64
+	writesPerMin           float64
+}
+
+// measure samples machine, kubelet and probeshim CPU over a window.
+func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d time.Duration) sample {
+	b.Helper()
+	kubelet := findPid(b, "kubelet", c.Rig.Dir())
+	shim := svc.Pid()
+	w0 := writes(b, svc)
+	m0, k0, s0 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	start := time.Now()
+	time.Sleep(d)
+	el := time.Since(start).Seconds()
+	m1, k1, s1 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	const hz = 100.0 // USER_HZ
+	return sample{
+		machine:      (m1 - m0) / hz / el * 100,
+		kubelet:      (k1 - k0) / hz / el * 100,
+		shim:         (s1 - s0) / hz / el * 100,
+		rssMB:        rssMB(shim),
+		writesPerMin: (writes(b, svc) - w0) / el * 60,
+	}
+}
+
+func machineTicks(b *testing.B) float64 {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(strings.SplitN(string(raw), "\n", 2)[0])[1:]
+	var busy float64
+	for i, v := range f {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy
+}
+
+func procTicks(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return u + st
+}
+
+func rssMB(pid int) float64 {
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// findPid finds the rig's process whose command is name and whose command
+// line mentions the rig's folder.
+func findPid(b *testing.B, name, dir string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		args := strings.Split(string(cmd), "\x00")
+		if filepath.Base(args[0]) == name && strings.Contains(string(cmd), dir) {
+			return pid
+		}
+	}
+	b.Fatalf("no %s process of the rig", name)
+	return 0
+}
+
+// writes reads probeshim_api_writes_total from the service's /metrics.
+func writes(b *testing.B, svc *framework.NodeService) float64 {
+	body, err := svc.Get(framework.Context(b, time.Minute), "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "probeshim_api_writes_total{") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
+	}
+	return total
+}
