@@ -13,7 +13,7 @@ E2E_TIMEOUT ?= 60m
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 
 .PHONY: all build unit test e2e bench generate verify-generated kube-bins rig-up rig-down fmt vet clean \
-	packages package-test
+	packages package-test demo demo-down
 
 all: build
 
@@ -61,6 +61,16 @@ rig-up: kube-bins
 
 rig-down:
 	$(GO) run ./e2e/cmd/rig down
+
+## demo: probeshim end to end on the rig (root): the node service on the node, the cluster part
+## deployed from cluster/deploy, the game server example of docs/examples; everything keeps
+## running for a look by hand.
+demo: kube-bins
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/demo up
+
+## demo-down: stop the demo's node service and tear the rig down.
+demo-down:
+	$(GO) run ./e2e/cmd/demo down
 
 vet:
 	$(GO) vet $(UNIT_PKGS) $(PACKAGE_TEST_PKGS)

@@ -29,8 +29,16 @@ import (
 	"github.com/probeshim/probeshim/systemd"
 )
 
-// waitPoll is how often start-up re-checks what it waits for.
-const waitPoll = 2 * time.Second
+const (
+	// waitPoll is how often start-up re-checks what it waits for.
+	waitPoll = 2 * time.Second
+	// readyGrace is how long start-up may wait for containerd, a kubeconfig
+	// or the first sync before it tells systemd it is up anyway. On a working
+	// node READY=1 means "probing"; on a node still being set up (no
+	// kubeconfig yet) `systemctl start` and package installs must not hang,
+	// and the status line keeps saying what is missing.
+	readyGrace = 5 * time.Second
+)
 
 // Run runs the node service until ctx is done. It returns an error only for
 // what a restart cannot fix (a port already taken); a missing kubeconfig or
@@ -119,7 +127,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		}
 	})
 
-	if !waitFor(ctx, log, func() (bool, string) {
+	start := &startup{begun: time.Now()}
+	if !start.waitFor(ctx, log, func() (bool, string) {
 		select {
 		case <-tracker.Synced():
 			return true, ""
@@ -136,7 +145,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	log.WithField("socket", rt.ContainerdSocket()).Info("container runtime reachable")
 
 	var clients *kube.Clients
-	if !waitFor(ctx, log, func() (bool, string) {
+	if !start.waitFor(ctx, log, func() (bool, string) {
 		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
 			return false, "kubeconfig " + cfg.Kubeconfig + " (the kubelet's, or a dedicated one; see --kubeconfig)"
 		}
@@ -169,7 +178,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	ctrl.Unlock()
 	run(func() { c.Run(ctx) })
 
-	if !waitFor(ctx, log, func() (bool, string) {
+	if !start.waitFor(ctx, log, func() (bool, string) {
 		return c.Synced(), "the first list of NodePodProbe " + cfg.NodeName + " from the API server"
 	}) {
 		return nil
@@ -182,18 +191,36 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	return nil
 }
 
+// startup says what start-up waits for, and tells systemd it is up once
+// readyGrace has passed (see readyGrace).
+type startup struct {
+	begun time.Time
+	ready bool
+}
+
+func (s *startup) waiting(reason string) {
+	if !s.ready && time.Since(s.begun) >= readyGrace {
+		s.ready = true
+		systemd.Ready("waiting for " + reason)
+		return
+	}
+	systemd.Status("waiting for " + reason)
+}
+
 // waitFor polls cond until it holds, saying in the systemd status line and
 // the log (on each new reason) what it waits for. It returns false when ctx
 // ends first.
-func waitFor(ctx context.Context, log logrus.FieldLogger, cond func() (bool, string)) bool {
+func (s *startup) waitFor(ctx context.Context, log logrus.FieldLogger, cond func() (bool, string)) bool {
 	last := ""
 	for {
 		ok, reason := cond()
 		if ok {
 			return true
 		}
+		if reason != last || !s.ready {
+			s.waiting(reason)
+		}
 		if reason != last {
-			systemd.Status("waiting for " + reason)
 			log.Info("waiting for " + reason)
 			last = reason
 		}

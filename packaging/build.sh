@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds the probeshim .deb and .rpm from packaging/nfpm.yaml into dist/ (or $PROBESHIM_DIST).
+#   PROBESHIM_VERSION  package version (default: packaging/version.sh, from git)
+#   PROBESHIM_BINARY   package this binary instead of building ./shim/cmd/probeshim (tests only)
+#   PROBESHIM_DIST     output folder (default: dist)
+#   PROBESHIM_FORMATS  "deb rpm" (default) or one of them
+#   PROBESHIM_CONFIG   ship this file as the default /etc/probeshim/config.yaml (tests: a newer default)
+# Prints the paths of the packages it wrote, one a line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+
+version=$(packaging/version.sh)
+dist=${PROBESHIM_DIST:-dist}
+formats=${PROBESHIM_FORMATS:-deb rpm}
+arch=$($GO env GOARCH)
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+
+# Reproducible: every timestamp in the packages is the commit's.
+if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
+	SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0)
+fi
+export SOURCE_DATE_EPOCH
+
+if [[ -n ${PROBESHIM_BINARY:-} ]]; then
+	install -m 0755 "$PROBESHIM_BINARY" "$stage/probeshim"
+else
+	if [[ ! -d shim/cmd/probeshim ]]; then
+		echo "packaging: ./shim/cmd/probeshim does not exist yet; nothing to package" >&2
+		exit 1
+	fi
+	# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target.
+	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=${version}" \
+		-o "$stage/probeshim" ./shim/cmd/probeshim
+fi
+
+gzip -9n <packaging/files/probeshim.8 >"$stage/probeshim.8.gz"
+install -m 0644 "${PROBESHIM_CONFIG:-packaging/files/config.yaml}" "$stage/config.yaml"
+
+# One changelog entry for this build (nfpm writes it as changelog.Debian.gz and as rpm %changelog).
+date_rfc3339=$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)
+cat >"$stage/changelog.yaml" <<YAML
+- semver: "${version}-1"
+  date: "${date_rfc3339}"
+  packager: "probeshim developers <probeshim@users.noreply.github.com>"
+  deb:
+    urgency: medium
+    distributions: [stable]
+  changes:
+    - note: "Built from the probeshim repository; see its history."
+YAML
+
+mkdir -p "$dist"
+export PROBESHIM_VERSION=$version PROBESHIM_ARCH=$arch PROBESHIM_STAGE=$stage
+# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder here.
+sed "s|\${PROBESHIM_STAGE}|${stage}|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
+for f in $formats; do
+	# nfpm pinned in hack/tools/go.mod.
+	$GO tool -modfile=hack/tools/go.mod nfpm package --config "$stage/nfpm.yaml" \
+		--packager "$f" --target "$dist/" >&2
+done
+for f in $formats; do
+	case $f in
+	deb) ls "$dist"/probeshim_"${version}"-1_*.deb ;;
+	rpm) ls "$dist"/probeshim-"${version}"-1.*.rpm ;;
+	esac
+done

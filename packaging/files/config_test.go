@@ -1,0 +1,72 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package files_test checks the files the packages install against the service that reads them.
+package files_test
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/probeshim/probeshim/shim/config"
+)
+
+// TestDefaultConfig loads the packaged /etc/probeshim/config.yaml with the service's own loader, as
+// shipped (all commented out) and with every setting uncommented, so a renamed or removed setting
+// cannot ship in a default the service would refuse at start.
+func TestDefaultConfig(t *testing.T) {
+	b, err := os.ReadFile("config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented := regexp.MustCompile(`(?m)^#([a-zA-Z][a-zA-Z0-9]*:)`).ReplaceAll(b, []byte("$1"))
+	if string(uncommented) == string(b) {
+		t.Fatal("config.yaml shows no settings (#name: value lines)")
+	}
+	dir := t.TempDir()
+	for name, content := range map[string][]byte{"as shipped": b, "uncommented": uncommented} {
+		p := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.LoadFile(p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.Complete(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestManPageFlags checks that the man page documents every flag of the service, and no flag that
+// no longer exists.
+func TestManPageFlags(t *testing.T) {
+	page, err := os.ReadFile("probeshim.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("probeshim", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	// Load registers the flags before it parses; the result does not matter here.
+	_, _ = config.Load(fs, []string{"-config", filepath.Join(t.TempDir(), "none.yaml")})
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		known[f.Name] = true
+		if !strings.Contains(string(page), `\-`+strings.ReplaceAll(f.Name, "-", `\-`)+" ") {
+			t.Errorf("probeshim.8 does not document -%s", f.Name)
+		}
+	})
+	for _, m := range regexp.MustCompile(`(?m)^\.BI \\-([a-z\\-]+) `).FindAllSubmatch(page, -1) {
+		if name := strings.ReplaceAll(string(m[1]), `\-`, "-"); !known[name] {
+			t.Errorf("probeshim.8 documents -%s, which the service does not have", name)
+		}
+	}
+}

@@ -1,0 +1,564 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package packaging
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeshim/probeshim/packaging/nspawn"
+)
+
+// fixture is what every container test shares: the extracted base system and the packages.
+type fixture struct {
+	repo  string // repository root
+	work  string // scratch folder of this run (console logs, the extracted rootfs)
+	root  string // extracted base rootfs, read-only for the containers
+	build string // bound at /pkgs: the packages and the sandbox check binary
+	deb   [2]string
+	rpm   [2]string
+	ver   [2]string
+}
+
+// Version 1 is what gets installed, version 2 the upgrade; its default config differs, so an
+// upgrade over an edited config must produce .dpkg-dist / .rpmnew.
+var testVersions = [2]string{"1.0.0~pkgtest.1", "1.0.0~pkgtest.2"}
+
+const editMark = "# edited by the package test"
+
+// TestPackages installs, upgrades, removes and purges the .deb and the .rpm on a real systemd and
+// checks the unit's behaviour there. It needs root (containers, cgroups, apt); it builds the
+// Debian base system once (cached in $PROBESHIM_CACHE/packaging) and boots one container per
+// subtest, in parallel.
+func TestPackages(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("package tests skipped: they boot systemd containers with systemd-nspawn and need root")
+	}
+	if testing.Short() {
+		t.Skip("package tests skipped in -short mode (they take about a minute)")
+	}
+	f := setup(t)
+
+	t.Run("lint", func(t *testing.T) {
+		t.Parallel()
+		step(t, "lintian and rpmlint", func() {
+			cmd := exec.Command(filepath.Join(f.repo, "packaging/lint.sh"), f.deb[0], f.rpm[0])
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", out)
+			if err != nil {
+				t.Fatalf("packaging/lint.sh: %v", err)
+			}
+		})
+	})
+	t.Run("deb", func(t *testing.T) { t.Parallel(); testDeb(t, f) })
+	t.Run("rpm", func(t *testing.T) { t.Parallel(); testRPM(t, f) })
+	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
+	t.Run("no-systemd", func(t *testing.T) { t.Parallel(); testWithoutSystemd(t, f) })
+	t.Run("rig", func(t *testing.T) { testOnRig(t, f) })
+}
+
+// setup builds (or reuses) the base system, extracts it, and builds the packages.
+func setup(t *testing.T) *fixture {
+	ctx := context.Background()
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{repo: repo, ver: testVersions}
+	f.work = t.TempDir()
+	f.root = filepath.Join(f.work, "rootfs")
+	f.build = filepath.Join(f.work, "build")
+
+	binary := os.Getenv("PROBESHIM_PKGTEST_BINARY") // development only: package this binary
+	if binary == "" {
+		if _, err := os.Stat(filepath.Join(repo, "shim/cmd/probeshim")); err != nil {
+			t.Skip("package tests skipped: ./shim/cmd/probeshim does not exist yet, so there is no service to package")
+		}
+	}
+	if err := nspawn.EnsureHostPackages(ctx, t.Logf, nspawn.HostPackages...); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(envOr("PROBESHIM_CACHE", "/var/cache/probeshim"), "packaging")
+	step(t, "rootfs (cached tarball, built if missing) and extraction", func() {
+		tarball, err := nspawn.Rootfs(ctx, cache, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nspawn.Extract(ctx, tarball, f.root); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	step(t, "build packages (2 versions x deb, rpm) and the sandbox check", func() {
+		if err := os.MkdirAll(f.build, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Version 2 ships a changed default config.
+		cfg2 := filepath.Join(f.work, "config-v2.yaml")
+		orig, err := os.ReadFile(filepath.Join(repo, "packaging/files/config.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cfg2, append(orig, []byte("\n# A newer default (package test).\n")...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range f.ver {
+			env := []string{"PROBESHIM_VERSION=" + v, "PROBESHIM_DIST=" + f.build}
+			if binary != "" {
+				env = append(env, "PROBESHIM_BINARY="+binary)
+			}
+			if i == 1 {
+				env = append(env, "PROBESHIM_CONFIG="+cfg2)
+			}
+			out := run(t, repo, env, "packaging/build.sh")
+			for _, p := range strings.Fields(out) {
+				switch {
+				case strings.HasSuffix(p, ".deb"):
+					f.deb[i] = filepath.Base(p)
+				case strings.HasSuffix(p, ".rpm"):
+					f.rpm[i] = filepath.Base(p)
+				}
+			}
+			if f.deb[i] == "" || f.rpm[i] == "" {
+				t.Fatalf("build.sh printed no packages: %q", out)
+			}
+		}
+		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "sandboxcheck"),
+			"./packaging/internal/sandboxcheck")
+	})
+	for i := range f.deb {
+		f.deb[i] = filepath.Join(f.build, f.deb[i])
+		f.rpm[i] = filepath.Join(f.build, f.rpm[i])
+	}
+	return f
+}
+
+// in is a package's path inside the containers.
+func in(hostPath string) string { return "/pkgs/" + filepath.Base(hostPath) }
+
+func testDeb(t *testing.T, f *fixture) {
+	n := bootNode(t, f, "pkgtest-deb", nspawn.Options{})
+	var pid string
+
+	step(t, "dpkg -i: enabled, started, waits for its dependencies without crash-looping", func() {
+		start := time.Now()
+		n.sh("dpkg -i %s", in(f.deb[0]))
+		t.Logf("dpkg -i took %s", time.Since(start).Round(time.Millisecond))
+		pid = n.expectStartedOnBareNode()
+		// First run on a node without containerd or a kubeconfig: it must stay up and say what it
+		// waits for, not restart every RestartSec.
+		if st := n.prop("StatusText"); st == "" {
+			t.Errorf("no STATUS= text after start; systemctl status should say what the service waits for")
+		} else {
+			t.Logf("status text on a node without containerd or kubeconfig: %q", st)
+		}
+		time.Sleep(7 * time.Second) // longer than RestartSec
+		if got := n.expectRunning(true); got != pid || n.prop("NRestarts") != "0" {
+			t.Fatalf("service restarted on its own (PID %s -> %s, NRestarts %s)", pid, got, n.prop("NRestarts"))
+		}
+	})
+
+	step(t, "Type=notify: systemctl start blocks until READY=1", func() {
+		// A drop-in delays the exec of the real command line by 3 s; the PID stays the same, so
+		// READY=1 comes from probeshim itself. systemctl must not return before it.
+		execStart := unitExecStart(t, f)
+		n.sh(`mkdir -p /run/systemd/system/%s.d && cat >/run/systemd/system/%s.d/delay.conf <<'EOF'
+[Service]
+ExecStart=
+ExecStart=/bin/sh -c 'sleep 3; exec "$$@"' sh %s
+EOF
+systemctl daemon-reload`, unit, unit, execStart)
+		start := time.Now()
+		n.sh("systemctl restart %s", unit)
+		took := time.Since(start)
+		if took < 3*time.Second {
+			t.Fatalf("systemctl restart returned after %s, before the service could be ready (3 s delay)", took)
+		}
+		n.expectRunning(true)
+		t.Logf("systemctl restart blocked for %s with a 3 s start delay", took.Round(time.Millisecond))
+		n.sh("rm -r /run/systemd/system/%s.d && systemctl daemon-reload && systemctl restart %s", unit, unit)
+		pid = n.expectRunning(true)
+	})
+
+	step(t, "journal fields are filterable", func() {
+		checkJournalFields(t, n)
+	})
+
+	step(t, "watchdog: a service that stops pinging is aborted and restarted", func() {
+		before := n.prop("NRestarts")
+		// SIGSTOP freezes every thread, so no WATCHDOG=1 arrives, whatever the binary. systemd
+		// sends SIGABRT (with SIGCONT) after WatchdogSec and restarts it after RestartSec.
+		n.sh("systemctl kill --kill-who=main -s SIGSTOP %s", unit)
+		n.eventually("restarted by the watchdog", 60*time.Second, func() bool {
+			return n.prop("NRestarts") != before && n.prop("ActiveState") == "active" && n.prop("SubState") == "running"
+		})
+		newPID := n.expectRunning(true)
+		if newPID == pid {
+			t.Fatalf("main PID unchanged after the watchdog restart")
+		}
+		if out, _ := n.try("journalctl --no-pager -u %s | grep -c 'Watchdog timeout'", unit); out == "0" || out == "" {
+			t.Fatalf("no 'Watchdog timeout' in the journal")
+		}
+		if out, _ := n.try("journalctl --no-pager -u %s | grep -c 'SIGABRT'", unit); out == "0" || out == "" {
+			t.Errorf("no SIGABRT goroutine dump in the journal (GOTRACEBACK=all)")
+		}
+		pid = newPID
+	})
+
+	step(t, "systemctl restart and stop are clean", func() {
+		n.sh("systemctl restart %s", unit)
+		newPID := n.expectRunning(true)
+		if newPID == pid {
+			t.Fatalf("main PID unchanged after restart")
+		}
+		start := time.Now()
+		n.sh("systemctl stop %s", unit)
+		took := time.Since(start)
+		n.expectStopped()
+		if r := n.prop("Result"); r != "success" {
+			t.Fatalf("Result = %s after stop, want success (clean exit on SIGTERM)", r)
+		}
+		if took > 10*time.Second {
+			t.Fatalf("stop took %s: the service does not exit promptly on SIGTERM", took)
+		}
+		if out, _ := n.try("journalctl --no-pager -u %s | grep -c 'timed out. Killing'", unit); out != "0" {
+			t.Fatalf("the service had to be SIGKILLed on stop")
+		}
+		n.sh("systemctl start %s", unit)
+		pid = n.expectRunning(true)
+	})
+
+	step(t, "environment file /etc/default/probeshim reaches the service", func() {
+		n.sh("echo 'PROBESHIM_PKGTEST_MARK=deb' >>/etc/default/probeshim && systemctl restart %s", unit)
+		if env := n.environ(); !strings.Contains(env, "PROBESHIM_PKGTEST_MARK=deb") {
+			t.Fatalf("variable from /etc/default/probeshim not in the service's environment:\n%s", env)
+		}
+		pid = n.expectRunning(true)
+	})
+
+	step(t, "upgrade keeps an edited config and leaves the service running", func() {
+		n.sh("echo '%s' >>/etc/probeshim/config.yaml && echo state >/var/lib/probeshim/pkgtest-state", editMark)
+		// confold: keep the admin's file and put the new default beside it (what apt does when the
+		// admin answers the conffile prompt with "keep"); no prompt without a terminal.
+		n.sh("dpkg -i --force-confdef --force-confold %s", in(f.deb[1]))
+		if v := n.sh("dpkg-query -W -f='${Version}' probeshim"); v != f.ver[1]+"-1" {
+			t.Fatalf("installed version %s, want %s-1", v, f.ver[1])
+		}
+		newPID := n.expectRunning(true)
+		if newPID == pid {
+			t.Fatalf("service not restarted on upgrade (same PID %s)", pid)
+		}
+		if !strings.Contains(n.sh("cat /etc/probeshim/config.yaml"), editMark) {
+			t.Fatalf("upgrade overwrote the edited /etc/probeshim/config.yaml")
+		}
+		if !n.exists("/etc/probeshim/config.yaml.dpkg-dist") {
+			t.Fatalf("the new default config was not put beside the edited one as config.yaml.dpkg-dist")
+		}
+		if !strings.Contains(n.environ(), "PROBESHIM_PKGTEST_MARK=deb") {
+			t.Fatalf("upgrade lost the edited /etc/default/probeshim")
+		}
+		pid = newPID
+	})
+
+	step(t, "an admin's disable survives an upgrade (reinstall)", func() {
+		n.sh("systemctl disable --now %s 2>/dev/null", unit)
+		n.sh("dpkg -i --force-confdef --force-confold %s", in(f.deb[1]))
+		if got, _ := n.try("systemctl is-enabled %s", unit); got != "disabled" {
+			t.Fatalf("is-enabled = %q after upgrading a disabled service, want disabled", got)
+		}
+		n.expectStopped()
+		n.sh("systemctl enable --now %s 2>/dev/null", unit)
+		pid = n.expectRunning(true)
+	})
+
+	step(t, "dpkg -r stops the service and keeps config and state", func() {
+		n.sh("dpkg -r probeshim")
+		n.expectStopped()
+		for _, p := range []string{"/usr/bin/probeshim", "/usr/lib/systemd/system/probeshim.service"} {
+			if n.exists(p) {
+				t.Fatalf("%s still there after remove", p)
+			}
+		}
+		if !strings.Contains(n.sh("cat /etc/probeshim/config.yaml"), editMark) ||
+			!n.exists("/etc/default/probeshim") || !n.exists("/var/lib/probeshim/pkgtest-state") {
+			t.Fatalf("remove deleted config or state")
+		}
+		if st := n.sh("dpkg-query -W -f='${Status}' probeshim"); st != "deinstall ok config-files" {
+			t.Fatalf("dpkg status %q after remove", st)
+		}
+	})
+
+	step(t, "reinstall after remove enables and starts it again", func() {
+		n.sh("dpkg -i --force-confdef --force-confold %s", in(f.deb[1]))
+		n.expectRunning(true)
+		n.sh("dpkg -r probeshim")
+		n.expectStopped()
+	})
+
+	step(t, "dpkg -P deletes config, state and enablement", func() {
+		n.sh("dpkg -P probeshim")
+		for _, p := range []string{
+			"/etc/probeshim", "/etc/default/probeshim", "/var/lib/probeshim",
+			"/etc/systemd/system/multi-user.target.wants/probeshim.service",
+			"/etc/systemd/system/probeshim.service", // deb-systemd-helper's mask
+			"/var/lib/systemd/deb-systemd-helper-enabled/probeshim.service.dsh-also",
+		} {
+			if n.exists(p) {
+				t.Errorf("%s still there after purge", p)
+			}
+		}
+		if _, ok := n.try("dpkg-query -W probeshim"); ok {
+			if st, _ := n.try("dpkg-query -W -f='${Status}' probeshim"); !strings.Contains(st, "not-installed") {
+				t.Errorf("dpkg still knows probeshim after purge: %s", st)
+			}
+		}
+	})
+}
+
+func testRPM(t *testing.T, f *fixture) {
+	n := bootNode(t, f, "pkgtest-rpm", nspawn.Options{})
+	var pid string
+	// Debian's rpm: no dependency database of the system, hence --nodeps (the package has no
+	// Requires anyway); it prints a warning about alien, which is fine here.
+	const rpmOpts = "--nodeps"
+
+	step(t, "rpm -i: enabled and started", func() {
+		n.sh("rpm -i %s %s 2>&1", rpmOpts, in(f.rpm[0]))
+		pid = n.expectStartedOnBareNode()
+	})
+
+	step(t, "environment file /etc/sysconfig/probeshim reaches the service", func() {
+		n.sh("echo 'PROBESHIM_PKGTEST_MARK=rpm' >>/etc/sysconfig/probeshim && systemctl restart %s", unit)
+		if env := n.environ(); !strings.Contains(env, "PROBESHIM_PKGTEST_MARK=rpm") {
+			t.Fatalf("variable from /etc/sysconfig/probeshim not in the service's environment:\n%s", env)
+		}
+		pid = n.expectRunning(true)
+	})
+
+	step(t, "rpm -U keeps an edited config (.rpmnew) and restarts the service", func() {
+		n.sh("echo '%s' >>/etc/probeshim/config.yaml", editMark)
+		n.sh("rpm -U %s %s 2>&1", rpmOpts, in(f.rpm[1]))
+		if v := n.sh("rpm -q --qf '%%{VERSION}' probeshim"); v != f.ver[1] {
+			t.Fatalf("installed version %s, want %s", v, f.ver[1])
+		}
+		// The new %post ran before the old %preun: the service must still be enabled and running.
+		newPID := n.expectRunning(true)
+		if newPID == pid {
+			t.Fatalf("service not restarted on upgrade (same PID %s)", pid)
+		}
+		if !strings.Contains(n.sh("cat /etc/probeshim/config.yaml"), editMark) {
+			t.Fatalf("upgrade overwrote the edited /etc/probeshim/config.yaml")
+		}
+		if !n.exists("/etc/probeshim/config.yaml.rpmnew") {
+			t.Fatalf("no config.yaml.rpmnew beside the edited config")
+		}
+		if !strings.Contains(n.environ(), "PROBESHIM_PKGTEST_MARK=rpm") {
+			t.Fatalf("upgrade lost the edited /etc/sysconfig/probeshim")
+		}
+		pid = newPID
+	})
+
+	step(t, "an admin's stop and disable survive an upgrade (reinstall)", func() {
+		n.sh("systemctl disable --now %s 2>/dev/null", unit)
+		n.sh("rpm -U --replacepkgs %s %s 2>&1", rpmOpts, in(f.rpm[1]))
+		if got, _ := n.try("systemctl is-enabled %s", unit); got != "disabled" {
+			t.Fatalf("is-enabled = %q after upgrading a disabled service, want disabled", got)
+		}
+		n.expectStopped()
+		n.sh("systemctl enable --now %s 2>/dev/null", unit)
+		n.expectRunning(true)
+	})
+
+	step(t, "rpm -e stops and disables the service, keeps the edited config as .rpmsave", func() {
+		n.sh("rpm -e %s probeshim 2>&1", rpmOpts)
+		n.expectStopped()
+		if n.exists("/etc/systemd/system/multi-user.target.wants/probeshim.service") {
+			t.Fatalf("enablement symlink left after erase")
+		}
+		for _, p := range []string{"/usr/bin/probeshim", "/usr/lib/systemd/system/probeshim.service"} {
+			if n.exists(p) {
+				t.Fatalf("%s still there after erase", p)
+			}
+		}
+		if !strings.Contains(n.sh("cat /etc/probeshim/config.yaml.rpmsave"), editMark) {
+			t.Fatalf("edited config not kept as config.yaml.rpmsave")
+		}
+		if !n.exists("/etc/sysconfig/probeshim.rpmsave") {
+			t.Fatalf("edited /etc/sysconfig/probeshim not kept as .rpmsave")
+		}
+	})
+}
+
+// testWithoutSystemd installs and removes both packages where systemd is not running (a chroot,
+// an image build): the scripts must succeed, enable the unit for the next boot and start nothing.
+func testWithoutSystemd(t *testing.T, f *fixture) {
+	script := fmt.Sprintf(`set -e
+test ! -d /run/systemd/system
+wants=/etc/systemd/system/multi-user.target.wants/probeshim.service
+dpkg -i %s
+test -L $wants || { echo "deb: not enabled"; exit 1; }
+dpkg -P probeshim
+test ! -e $wants || { echo "deb: still enabled after purge"; exit 1; }
+rpm -i --nodeps %s 2>&1
+test -L $wants || { echo "rpm: not enabled"; exit 1; }
+rpm -e --nodeps probeshim 2>&1
+test ! -e $wants || { echo "rpm: still enabled after erase"; exit 1; }
+echo no-systemd-ok`, in(f.deb[0]), in(f.rpm[0]))
+	step(t, "install and remove without a running systemd (chroot-like)", func() {
+		out, err := nspawn.RunNoInit(context.Background(), nspawn.Options{
+			Root: f.root, Name: "pkgtest-noinit", BindRO: []string{f.build + ":/pkgs"},
+		}, "/bin/sh", "-c", script)
+		if err != nil || !strings.Contains(out, "no-systemd-ok") {
+			t.Fatalf("package scripts without systemd: %v\n%s", err, out)
+		}
+	})
+}
+
+// testSandbox replaces the service's command (and nothing else) with sandboxcheck and checks that
+// the unit's hardening allows what probeshim needs — setns into a pod's network namespace created
+// after the service started, the containerd socket, its state and runtime directories, its config —
+// and denies the rest.
+func testSandbox(t *testing.T, f *fixture) {
+	n := bootNode(t, f, "pkgtest-sandbox", nspawn.Options{})
+	step(t, "sandbox of the packaged unit", func() {
+		// Installed without starting it (policy-rc.d says no, deb-systemd-invoke obeys): this test is
+		// about the unit's sandbox, not about the service.
+		n.sh(`printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d &&
+dpkg -i %s && rm /usr/sbin/policy-rc.d && install -m 0755 /pkgs/sandboxcheck /usr/local/bin/sandboxcheck`, in(f.deb[0]))
+		// containerd's socket, served by a stand-in.
+		n.sh("systemd-run --quiet --unit=fake-containerd /usr/local/bin/sandboxcheck serve-unix /run/containerd/containerd.sock")
+		n.sh(`mkdir -p /run/systemd/system/%s.d && cat >/run/systemd/system/%s.d/sandboxcheck.conf <<'EOF'
+[Service]
+ExecStart=
+ExecStart=/usr/local/bin/sandboxcheck service /run/netns/pod-a 127.0.0.1:8080 /run/containerd/containerd.sock
+EOF
+systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
+		n.expectRunning(true)
+		// The pod appears after the service started, as on a node: a network namespace pinned at
+		// /run/netns (where containerd's CNI setup puts them) with a server on its loopback.
+		n.sh("mkdir -p /run/netns && touch /run/netns/pod-a && unshare --net=/run/netns/pod-a true")
+		n.sh("systemd-run --quiet --unit=pod-a -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 127.0.0.1:8080")
+		// The pod's server may need a moment; retry the checks for a while.
+		var status string
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			n.sh("systemctl kill --kill-who=main -s SIGUSR1 %s", unit)
+			time.Sleep(300 * time.Millisecond)
+			status = n.prop("StatusText")
+			if status == "sandbox check: all passed" || time.Now().After(deadline) {
+				break
+			}
+		}
+		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 12", unit)
+		if status != "sandbox check: all passed" {
+			t.Fatalf("the unit's sandbox is wrong (%s):\n%s", status, out)
+		}
+		t.Logf("sandbox checks:\n%s", out)
+	})
+}
+
+// checkJournalFields checks that the service's entries carry at least one of the fields the README
+// documents and that journalctl can filter on it.
+func checkJournalFields(t *testing.T, n *node) {
+	t.Helper()
+	// As in README.md (and systemd/journal.go, which sends them).
+	documented := []string{"NODE", "NAMESPACE", "POD_NAME", "POD_UID", "CONTAINER", "CONTAINER_ID", "PROBE"}
+	var field, value string
+	n.eventually("logging a documented field", 20*time.Second, func() bool {
+		for _, e := range n.journalEntries() {
+			for _, k := range documented {
+				if v, ok := e[k].(string); ok && v != "" {
+					field, value = k, v
+					return true
+				}
+			}
+		}
+		return false
+	})
+	match := n.journalEntries(fmt.Sprintf("%s=%s", field, shellQuote(value)))
+	if len(match) == 0 {
+		t.Fatalf("journalctl -u probeshim %s=%s found nothing", field, value)
+	}
+	for _, e := range match {
+		if e[field] != value {
+			t.Fatalf("filter %s=%s returned an entry with %s=%v", field, value, field, e[field])
+		}
+	}
+	if none := n.journalEntries(field + "=no-such-value-pkgtest"); len(none) != 0 {
+		t.Fatalf("filter on a value nobody logged returned %d entries", len(none))
+	}
+	t.Logf("journalctl -u probeshim %s=%s: %d entries, e.g. %q", field, value, len(match), match[0]["MESSAGE"])
+}
+
+// testOnRig is the hook for the last test of the package issue: the packaged service, under
+// systemd, probing a real pod. It boots the container inside the rig's network namespace with the
+// rig's folder (containerd's socket, the pods' network namespaces, the node's kubeconfig and its
+// certificates) bound in at the same paths, installs the .deb, points the config at the rig, and
+// waits until a NodePodProbe's status fills in. It needs a running rig and skips without one; the
+// rig's suite sets the variables (e2e/rig: Dir, NetNSPath, ContainerdSocket, KubeletKubeconfig,
+// NodeName) and provides the check.
+//
+//	PROBESHIM_RIG_DIR         the rig's folder, bound read-only at the same path
+//	PROBESHIM_RIG_NETNS       the rig's network namespace (/run/netns/NAME)
+//	PROBESHIM_RIG_CONTAINERD  containerd's socket (inside the rig's folder)
+//	PROBESHIM_RIG_KUBECONFIG  a kubeconfig for the node (system:node:<name>) inside the rig's folder
+//	PROBESHIM_RIG_NODE        the node's name
+//	PROBESHIM_RIG_CHECK       a host command that exits 0 once that node's NodePodProbe has status
+func testOnRig(t *testing.T, f *fixture) {
+	vars := []string{"PROBESHIM_RIG_DIR", "PROBESHIM_RIG_NETNS", "PROBESHIM_RIG_CONTAINERD",
+		"PROBESHIM_RIG_KUBECONFIG", "PROBESHIM_RIG_NODE", "PROBESHIM_RIG_CHECK"}
+	for _, v := range vars {
+		if os.Getenv(v) == "" {
+			t.Skipf("packaged service on the rig: skipped, needs a running rig (%s)", strings.Join(vars, ", "))
+		}
+	}
+	rigDir := os.Getenv("PROBESHIM_RIG_DIR")
+	// containerd's client makes exec output FIFOs under /run/containerd/fifo and the rig's
+	// containerd opens them by that path on the host: the container must share that folder.
+	if err := os.MkdirAll("/run/containerd/fifo", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n := bootNode(t, f, "pkgtest-rig", nspawn.Options{
+		NetNS:  os.Getenv("PROBESHIM_RIG_NETNS"),
+		Bind:   []string{"/run/containerd/fifo"},
+		BindRO: []string{rigDir},
+	})
+	n.sh("dpkg -i %s", in(f.deb[0]))
+	n.sh("printf 'nodeName: %%s\\nkubeconfig: %%s\\ncontainerdSocket: %%s\\n' %s %s %s >>/etc/probeshim/config.yaml && systemctl restart %s",
+		shellQuote(os.Getenv("PROBESHIM_RIG_NODE")), shellQuote(os.Getenv("PROBESHIM_RIG_KUBECONFIG")),
+		shellQuote(os.Getenv("PROBESHIM_RIG_CONTAINERD")), unit)
+	n.expectRunning(true)
+	n.eventually("probing a pod on the rig (NodePodProbe status)", 2*time.Minute, func() bool {
+		return exec.Command("/bin/sh", "-c", os.Getenv("PROBESHIM_RIG_CHECK")).Run() == nil
+	})
+	checkJournalFields(t, n)
+}
+
+// unitExecStart is the command line of the unit's ExecStart=.
+func unitExecStart(t *testing.T, f *fixture) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.repo, "systemd/probeshim.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ExecStart=(.+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no ExecStart= in systemd/probeshim.service")
+	}
+	return string(m[1])
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
