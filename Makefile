@@ -41,9 +41,13 @@ e2e: kube-bins
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
 
-## bench: benchmarks that print numbers.
+## bench: benchmarks that print numbers: the engine and handlers alone, then (as root) the node
+## service on the rig — probe cost side by side with the kubelet, 100 pods at scale, exec and netns
+## dial ratios against a real containerd.
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS)
+	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/node/
 
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
