@@ -16,6 +16,10 @@ const (
 	LabelCRRNodeName = "crr.apps.kruise.io/node-name"
 	// LabelCRRActive is present while the request is not completed and removed when it completes.
 	LabelCRRActive = "crr.apps.kruise.io/active"
+	// AnnotationCRRUnreadyAcquired on a request is when the cluster made its pod not ready for
+	// strategy.unreadyGracePeriodSeconds (RFC 3339); the node waits the grace from it before it stops
+	// anything.
+	AnnotationCRRUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
 )
 
 // ContainerRecreateRequestSpec says which containers of which pod to restart, and how.

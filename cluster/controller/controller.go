@@ -6,14 +6,18 @@
 //     the node's pods; PodProbeMarker status.
 //   - podstatus: NodePodProbe results of marker probes → pod conditions, labels, annotations.
 //   - liveness: enhanced-liveness pods → their probes in their node's NodePodProbe.
+//   - crr: ContainerRecreateRequest lifecycle (pod readiness, deadlines, pick-up timeout, TTL).
 //
 // All are level-based and write only differences, so they are safe to restart and, behind
 // leader election (the manager's job), to run in several replicas.
 package controller
 
 import (
+	"fmt"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/probeshim/probeshim/cluster/controller/crr"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
@@ -43,19 +47,26 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	var npp []nodepodprobe.Option
 	var status []podstatus.Option
 	var live []liveness.Option
+	var recreate []crr.Option
 	if o.workers > 0 {
 		npp = append(npp, nodepodprobe.WithWorkers(o.workers))
 		status = append(status, podstatus.WithWorkers(o.workers))
 		live = append(live, liveness.WithWorkers(o.workers))
+		recreate = append(recreate, crr.WithWorkers(o.workers))
 	}
 	if err := nodepodprobe.SetupWithManager(mgr, npp...); err != nil {
-		return err
+		return fmt.Errorf("setting up the PodProbeMarker controllers: %w", err)
 	}
 	if err := podstatus.SetupWithManager(mgr, status...); err != nil {
-		return err
+		return fmt.Errorf("setting up the pod status controller: %w", err)
 	}
 	if o.liveness {
-		return liveness.SetupWithManager(mgr, live...)
+		if err := liveness.SetupWithManager(mgr, live...); err != nil {
+			return fmt.Errorf("setting up the enhanced liveness controller: %w", err)
+		}
+	}
+	if err := crr.SetupWithManager(mgr, recreate...); err != nil {
+		return fmt.Errorf("setting up the ContainerRecreateRequest lifecycle controller: %w", err)
 	}
 	return nil
 }

@@ -163,7 +163,8 @@ func TestManifests(t *testing.T) {
 	}
 
 	// Every webhook calls the Service on a path the handlers are registered on.
-	paths := []string{webhook.PathPodLiveness, webhook.PathPodProbeMarker, webhook.PathNodePodProbe}
+	paths := []string{webhook.PathPodLiveness, webhook.PathContainerRecreateRequestMutate, // mutating
+		webhook.PathPodProbeMarker, webhook.PathNodePodProbe, webhook.PathContainerRecreateRequestValidate} // validating
 	var configs []admissionregistrationv1.WebhookClientConfig
 	var policies []admissionregistrationv1.FailurePolicyType
 	if m := find[*admissionregistrationv1.MutatingWebhookConfiguration](objs, "probeshim"); m != nil {

@@ -7,6 +7,8 @@
 //   - the PodProbeMarker validator (shared validation, immutable selector, and a
 //     SubjectAccessReview for exec probes, which run commands inside containers);
 //   - the NodePodProbe validator (shared validation: no host fields);
+//   - the ContainerRecreateRequest mutator (labels, failurePolicy, preStop, ports and status
+//     context from the pod) and validator (complete on CREATE, immutable spec and labels after);
 //   - the parameters of the ValidatingAdmissionPolicies that pin NodePodProbe and
 //     ContainerRecreateRequest writes to their owners (the policies themselves are manifests in
 //     cluster/deploy, evaluated inside the API server).

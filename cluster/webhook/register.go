@@ -5,6 +5,7 @@ package webhook
 import (
 	"net/http"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -13,6 +14,9 @@ const (
 	PathPodLiveness    = "/mutate-pod-enhanced-liveness"
 	PathPodProbeMarker = "/validate-podprobemarker"
 	PathNodePodProbe   = "/validate-nodepodprobe"
+
+	PathContainerRecreateRequestMutate   = "/mutate-containerrecreaterequest"
+	PathContainerRecreateRequestValidate = "/validate-containerrecreaterequest"
 )
 
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
@@ -21,9 +25,13 @@ type Server interface {
 }
 
 // Register serves every handler of this package on srv. reviewer creates the
-// SubjectAccessReviews of the PodProbeMarker exec check, as the deployment's own identity.
-func Register(srv Server, reviewer AccessReviewer) {
+// SubjectAccessReviews of the PodProbeMarker exec check, as the deployment's own identity. pods
+// reads the target pods of ContainerRecreateRequests; pass an uncached reader (the manager's
+// APIReader), since a request must copy the status of the container instance running now.
+func Register(srv Server, reviewer AccessReviewer, pods client.Reader) {
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
+	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods}})
+	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods}})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/shim/runtime"
 )
 
 // Benchmarks on the rig; each runs once (-benchtime 1x) and reports what it
@@ -305,4 +308,51 @@ func writes(b *testing.B, svc *framework.NodeService) float64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkExecVsExecSync times an exec probe as probeshim runs it (a
+// containerd task exec) against CRI ExecSync, as the kubelet runs it, on the
+// same container, alternating, and reports the ratio of the medians.
+func BenchmarkExecVsExecSync(b *testing.B) {
+	c := framework.Get(b)
+	ns := c.Namespace(b)
+	pod := createPods(b, c, ns, "exec", 1, nil)[0]
+	id := containerID(b, c, pod, "app")
+	rt, err := runtime.New(runtime.WithContainerdSocket(c.ContainerdSocket()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	cri, conn, err := c.CRI()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := framework.Context(b, 5*time.Minute)
+	const n = 100
+	var viaShim, viaCRI []time.Duration
+	for range n {
+		t0 := time.Now()
+		if res, err := rt.Exec(ctx, id, []string{"cat", "/tmp/f"}, 5*time.Second); err != nil || res.ExitCode != 0 {
+			b.Fatalf("probeshim exec: %v %+v", err, res)
+		}
+		viaShim = append(viaShim, time.Since(t0))
+		t0 = time.Now()
+		if res, err := cri.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: id, Cmd: []string{"cat", "/tmp/f"}, Timeout: 5}); err != nil || res.ExitCode != 0 {
+			b.Fatalf("CRI ExecSync: %v %+v", err, res)
+		}
+		viaCRI = append(viaCRI, time.Since(t0))
+	}
+	ms, mc := median(viaShim), median(viaCRI)
+	b.Logf("exec probe latency, median of %d each on one container: probeshim (containerd task exec) %v, CRI ExecSync %v, ratio %.3f",
+		n, ms.Round(10*time.Microsecond), mc.Round(10*time.Microsecond), float64(ms)/float64(mc))
+	b.ReportMetric(float64(ms.Microseconds())/1000, "probeshim-ms")
+	b.ReportMetric(float64(mc.Microseconds())/1000, "execsync-ms")
+	b.ReportMetric(float64(ms)/float64(mc), "ratio")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

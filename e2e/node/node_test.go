@@ -275,7 +275,7 @@ func (s *suite) toggle(t *testing.T, healthy bool) {
 	}
 }
 
-func containerID(t *testing.T, c *framework.Cluster, pod *corev1.Pod, name string) string {
+func containerID(t testing.TB, c *framework.Cluster, pod *corev1.Pod, name string) string {
 	t.Helper()
 	p, err := c.Kube.CoreV1().Pods(pod.Namespace).Get(framework.Context(t, time.Minute), pod.Name, metav1.GetOptions{})
 	if err != nil {

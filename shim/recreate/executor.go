@@ -39,11 +39,6 @@ import (
 	"github.com/probeshim/probeshim/prober"
 )
 
-// AnnotationUnreadyAcquired is when the cluster made the pod not ready for a request with
-// strategy.unreadyGracePeriodSeconds (RFC 3339). The node waits the grace from it before it stops
-// anything. It is the key of cluster/controller/crr.AnnotationUnreadyAcquired (and OpenKruise's).
-const AnnotationUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
-
 // EventReasonKilling on the pod when a container is stopped for a request, as the kubelet names
 // its own stops; the message names the request.
 const EventReasonKilling = "Killing"
@@ -91,8 +86,9 @@ type Config struct {
 	Runtime Runtime
 	// Containers is the runtime's view of containers (the tracker).
 	Containers Containers
-	// Network dials httpGet and tcpSocket preStop hooks inside the pod's network namespace
-	// (*netns.Network).
+	// Network dials httpGet and tcpSocket preStop hooks inside the pod's network namespace: a
+	// *netns.Network of its own (not the prober's), since the executor calls its Forget when a
+	// pod's requests are done. Default: the host's network (tests).
 	Network prober.Network
 	// Events records Killing and FailedPreStopHook on pods. Optional.
 	Events record.EventRecorder
@@ -108,15 +104,16 @@ type Executor struct {
 	synced atomic.Bool
 	ready  chan struct{} // closed once synced
 
-	crrs cache.Indexer
-	pods cache.Indexer
+	crrInf, podInf cache.SharedIndexInformer
+	crrs, pods     cache.Indexer
 
-	mu      sync.Mutex
-	workers map[string]*podWorker // by pod UID
-	ops     sync.WaitGroup        // kills in flight
+	mu       sync.Mutex
+	workers  map[string]*podWorker // by pod UID
+	stopping bool
+	ops      sync.WaitGroup // kills in flight
 }
 
-// New returns an Executor; Run starts it.
+// New returns an Executor; Run starts it (once).
 func New(cfg Config) *Executor {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -127,7 +124,45 @@ func New(cfg Config) *Executor {
 	if cfg.Network == nil {
 		cfg.Network = prober.HostNetwork
 	}
-	return &Executor{cfg: cfg, log: cfg.Log.WithField("node", cfg.Node), ready: make(chan struct{}), workers: map[string]*podWorker{}}
+	e := &Executor{cfg: cfg, log: cfg.Log.WithField("node", cfg.Node), ready: make(chan struct{}), workers: map[string]*podWorker{}}
+
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelCRRNodeName: cfg.Node, v1alpha1.LabelCRRActive: "true"}).String()
+	crrLW := cache.NewFilteredListWatchFromClient(cfg.Client, "containerrecreaterequests", metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = sel })
+	e.crrInf = cache.NewSharedIndexInformer(crrLW, &v1alpha1.ContainerRecreateRequest{}, 0, cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {
+		crr, ok := obj.(*v1alpha1.ContainerRecreateRequest)
+		if !ok {
+			return nil, nil
+		}
+		return []string{crr.Labels[v1alpha1.LabelCRRPodUID]}, nil
+	}})
+	podSel := fields.OneTermEqualSelector("spec.nodeName", cfg.Node).String()
+	pods := cfg.Kube.CoreV1().Pods(metav1.NamespaceAll)
+	podLW := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = podSel
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = podSel
+			return pods.Watch(ctx, o)
+		},
+	}
+	e.podInf = cache.NewSharedIndexInformer(podLW, &corev1.Pod{}, 0, cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return []string{string(p.UID)}, nil
+		}
+		return nil, nil
+	}})
+	_ = e.podInf.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			p.ManagedFields = nil // most of a pod's size, never read
+		}
+		return obj, nil
+	})
+	// Set here, not in Run: ContainerChanged may read them from the tracker's goroutine at any time.
+	e.crrs, e.pods = e.crrInf.GetIndexer(), e.podInf.GetIndexer()
+	return e
 }
 
 // Synced reports whether the node's requests and pods have been listed (and the container
@@ -143,42 +178,6 @@ func (e *Executor) ContainerChanged(podUID, _ string) { e.kickIfWorking(podUID) 
 // ends is interrupted; the request's isKilled record lets the next run finish it.
 func (e *Executor) Run(ctx context.Context) error {
 	e.ctx = ctx
-	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelCRRNodeName: e.cfg.Node, v1alpha1.LabelCRRActive: "true"}).String()
-	crrLW := cache.NewFilteredListWatchFromClient(e.cfg.Client, "containerrecreaterequests", metav1.NamespaceAll,
-		func(o *metav1.ListOptions) { o.LabelSelector = sel })
-	crrInf := cache.NewSharedIndexInformer(crrLW, &v1alpha1.ContainerRecreateRequest{}, 0, cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {
-		crr, ok := obj.(*v1alpha1.ContainerRecreateRequest)
-		if !ok {
-			return nil, nil
-		}
-		return []string{crr.Labels[v1alpha1.LabelCRRPodUID]}, nil
-	}})
-	podSel := fields.OneTermEqualSelector("spec.nodeName", e.cfg.Node).String()
-	pods := e.cfg.Kube.CoreV1().Pods(metav1.NamespaceAll)
-	podLW := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = podSel
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = podSel
-			return pods.Watch(ctx, o)
-		},
-	}
-	podInf := cache.NewSharedIndexInformer(podLW, &corev1.Pod{}, 0, cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			return []string{string(p.UID)}, nil
-		}
-		return nil, nil
-	}})
-	_ = podInf.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			p.ManagedFields = nil // most of a pod's size, never read
-		}
-		return obj, nil
-	})
-	e.crrs, e.pods = crrInf.GetIndexer(), podInf.GetIndexer()
-
 	onCRR := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -187,7 +186,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.kick(crr.Labels[v1alpha1.LabelCRRPodUID])
 		}
 	}
-	if _, err := crrInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := e.crrInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onCRR, UpdateFunc: func(_, obj any) { onCRR(obj) }, DeleteFunc: onCRR,
 	}); err != nil {
 		return err
@@ -200,7 +199,7 @@ func (e *Executor) Run(ctx context.Context) error {
 			e.kickIfWorking(string(p.UID))
 		}
 	}
-	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := e.podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }, DeleteFunc: onPod,
 	}); err != nil {
 		return err
@@ -208,9 +207,9 @@ func (e *Executor) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); crrInf.RunWithContext(ctx) }()
-	go func() { defer wg.Done(); podInf.RunWithContext(ctx) }()
-	syncs := []cache.InformerSynced{crrInf.HasSynced, podInf.HasSynced}
+	go func() { defer wg.Done(); e.crrInf.RunWithContext(ctx) }()
+	go func() { defer wg.Done(); e.podInf.RunWithContext(ctx) }()
+	syncs := []cache.InformerSynced{e.crrInf.HasSynced, e.podInf.HasSynced}
 	if s, ok := e.cfg.Containers.(interface{ Synced() <-chan struct{} }); ok {
 		ch := s.Synced()
 		syncs = append(syncs, func() bool {
@@ -229,6 +228,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	e.mu.Lock()
+	e.stopping = true
 	workers := make([]*podWorker, 0, len(e.workers))
 	for _, w := range e.workers {
 		workers = append(workers, w)
@@ -250,6 +250,9 @@ func (e *Executor) kick(podUID string) {
 	defer e.mu.Unlock()
 	w, ok := e.workers[podUID]
 	if !ok {
+		if e.stopping {
+			return // Run is waiting for the workers it has
+		}
 		w = newPodWorker(e, podUID)
 		e.workers[podUID] = w
 		go w.run()
@@ -259,9 +262,6 @@ func (e *Executor) kick(podUID string) {
 
 // kickIfWorking kicks the pod's worker only if the pod has active requests.
 func (e *Executor) kickIfWorking(podUID string) {
-	if e.crrs == nil {
-		return
-	}
 	if objs, _ := e.crrs.ByIndex(podUIDIndex, podUID); len(objs) > 0 {
 		e.kick(podUID)
 	}
@@ -271,12 +271,13 @@ func (e *Executor) kickIfWorking(podUID string) {
 func (e *Executor) retire(w *podWorker) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	select {
-	case <-w.kicks:
-		return false
-	default:
+	if len(w.kicks) > 0 {
+		return false // kicked meanwhile: look again
 	}
 	delete(e.workers, w.podUID)
+	if f, ok := e.cfg.Network.(interface{ Forget(podUID string) }); ok {
+		f.Forget(w.podUID) // close the pod's network namespace handle, if a hook opened one
+	}
 	return true
 }
 

@@ -196,8 +196,8 @@ func evalContainer(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v
 	if killed != "" {
 		if st.IsKilled && m.killedID == "" && !m.resumed && obs.rtOK && obs.rt.ID == killed && obs.rt.Running {
 			// The service stopped while stopping it: finish the stop of that same instance.
-			// It can never hit the new instance, which has another ID.
-			m.resumed = true
+			// It can never hit the new instance, which has another ID. (The starter sets
+			// m.resumed, so a decision that is not carried out is taken again.)
 			st.Phase = v1alpha1.ContainerRecreateRequestRecreating
 			return st, &killOrder{container: c.Name, target: killed, resume: true}, time.Time{}
 		}

@@ -64,14 +64,16 @@ func (w *podWorker) run() {
 	for {
 		select {
 		case <-ctx.Done():
+		case <-w.kicks:
+		case <-timer.C():
+		}
+		if ctx.Err() != nil { // also when a kick raced with the end: start nothing new
 			w.mu.Lock()
 			for _, r := range w.runs {
 				r.cancel()
 			}
 			w.mu.Unlock()
 			return
-		case <-w.kicks:
-		case <-timer.C():
 		}
 		next, idle := w.step(ctx)
 		if idle && w.e.retire(w) {
@@ -189,12 +191,12 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 	}
 
 	if s := crr.Spec.Strategy; s != nil && s.UnreadyGracePeriodSeconds != nil {
-		at, waiting := crr.Annotations[AnnotationUnreadyAcquired], ""
+		at, waiting := crr.Annotations[v1alpha1.AnnotationCRRUnreadyAcquired], ""
 		var until time.Time
 		if at == "" {
 			waiting = "waiting for the cluster to make the pod not ready (unreadyGracePeriodSeconds)"
 		} else if t, err := time.Parse(time.RFC3339, at); err != nil {
-			waiting = fmt.Sprintf("waiting for a valid %s annotation: %v", AnnotationUnreadyAcquired, err)
+			waiting = fmt.Sprintf("waiting for a valid %s annotation: %v", v1alpha1.AnnotationCRRUnreadyAcquired, err)
 		} else if until = t.Add(time.Duration(*s.UnreadyGracePeriodSeconds) * time.Second); now.Before(until) {
 			waiting = fmt.Sprintf("pod not ready since %s; containers are stopped after the unready grace period (%ds)",
 				t.UTC().Format(time.RFC3339), *s.UnreadyGracePeriodSeconds)
@@ -245,7 +247,8 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 	}
 	for _, k := range d.kills {
 		w.mu.Lock()
-		r.containers[k.container].inFlight = true
+		m := r.containers[k.container]
+		m.inFlight, m.resumed = true, m.resumed || k.resume
 		w.mu.Unlock()
 		w.e.ops.Add(1)
 		go w.kill(crr, pod, r, k)
@@ -317,6 +320,9 @@ func (w *podWorker) kill(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod
 	begin := w.e.cfg.Clock.Now()
 
 	if k.resume {
+		if _, err := w.get(r.ctx, crr); err != nil {
+			return // completed meanwhile (or unreadable): nothing is stopped for it
+		}
 		log.Warn("the node service stopped while stopping this container; finishing the stop of the same instance")
 		w.stop(log, m, k.target, grace)
 		return

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,7 @@ import (
 	"github.com/probeshim/probeshim/shim/kube"
 	"github.com/probeshim/probeshim/shim/netns"
 	"github.com/probeshim/probeshim/shim/podprobe"
+	"github.com/probeshim/probeshim/shim/recreate"
 	"github.com/probeshim/probeshim/shim/runtime"
 	"github.com/probeshim/probeshim/shim/server"
 	"github.com/probeshim/probeshim/systemd"
@@ -58,13 +60,23 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 
 	network := netns.NewNetwork(rt.PodNetwork)
 	defer network.Close()
+	// preStop hooks dial through a Network of their own: the executor
+	// forgets a pod's handle when its requests are done.
+	hookNetwork := netns.NewNetwork(rt.PodNetwork)
+	defer hookNetwork.Close()
 	var engine *prober.Manager
+	var executor atomic.Pointer[recreate.Executor]
 	tracker := runtime.NewTracker(rt, func(ch runtime.Change) {
 		if ch.Container == "" {
-			network.Forget(ch.PodUID) // sandbox changed: look its netns up again
+			// Sandbox changed: look its netns up again.
+			network.Forget(ch.PodUID)
+			hookNetwork.Forget(ch.PodUID)
 			return
 		}
 		engine.ContainerChanged(ch.PodUID, ch.Container)
+		if e := executor.Load(); e != nil {
+			e.ContainerChanged(ch.PodUID, ch.Container)
+		}
 	})
 	engine, err = prober.NewManager(tracker,
 		prober.WithExecer(countingExecer{Execer: rt, m: m}),
@@ -177,9 +189,26 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	ctrl.Controller = c
 	ctrl.Unlock()
 	run(func() { c.Run(ctx) })
+	ex := recreate.New(recreate.Config{
+		Node: cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
+		Runtime: rt, Containers: tracker, Network: hookNetwork,
+		Events: events, Log: log,
+	})
+	executor.Store(ex)
+	run(func() {
+		if err := ex.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.WithError(err).Error("ContainerRecreateRequest executor stopped")
+		}
+	})
 
 	if !start.waitFor(ctx, log, func() (bool, string) {
-		return c.Synced(), "the first list of NodePodProbe " + cfg.NodeName + " from the API server"
+		switch {
+		case !c.Synced():
+			return false, "the first list of NodePodProbe " + cfg.NodeName + " from the API server"
+		case !ex.Synced():
+			return false, "the first list of this node's ContainerRecreateRequests from the API server"
+		}
+		return true, ""
 	}) {
 		return nil
 	}

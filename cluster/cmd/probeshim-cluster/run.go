@@ -21,9 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
-	"github.com/probeshim/probeshim/cluster/controller/liveness"
-	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
-	"github.com/probeshim/probeshim/cluster/controller/podstatus"
+	"github.com/probeshim/probeshim/cluster/controller"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 )
 
@@ -102,19 +100,12 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 
-	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient())
+	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
 
-	if err := nodepodprobe.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the PodProbeMarker controllers: %w", err)
+	if err := controller.SetupWithManager(mgr); err != nil {
+		return err
 	}
-	if err := podstatus.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the pod status controller: %w", err)
-	}
-	if err := liveness.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the enhanced liveness controller: %w", err)
-	}
-	// WIRING POINT: the liveness decider and the ContainerRecreateRequest lifecycle (later issues)
-	// are set up here.
+	// WIRING POINT: the liveness decider (a later issue) is set up here.
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

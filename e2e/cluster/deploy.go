@@ -1,0 +1,229 @@
+// Package cluster is the end-to-end suite of the cluster deployment (probeshim-cluster) on the
+// rig, with the real node service on the node. Its non-test part deploys the cluster part onto
+// a rig from its own manifests (cluster/deploy); `make demo` (e2e/cmd/demo) uses it too.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
+)
+
+// The cluster deployment as cluster/deploy names it.
+const (
+	// ImageRef is the Deployment's image. The rig imports the image under this reference, which
+	// containerd stores as docker.io/library/probeshim-cluster:dev, the same name the kubelet
+	// resolves the Deployment's short reference to.
+	ImageRef   = "probeshim-cluster:dev"
+	Namespace  = "probeshim-system"
+	Deployment = "probeshim-cluster"
+	// Webhooks is the name of both webhook configurations.
+	Webhooks = "probeshim"
+	// podSelector selects the Deployment's pods.
+	podSelector = "app.kubernetes.io/name=probeshim,app.kubernetes.io/component=cluster"
+)
+
+// Image is the probeshim-cluster image: the static command at /bin/probeshim-cluster, as the
+// Deployment runs it. Pass it to framework.WithImages or rig.Config.Images.
+func Image() rig.Image {
+	return rig.Image{
+		Ref:        ImageRef,
+		GoPrograms: map[string]string{"/bin/probeshim-cluster": "github.com/probeshim/probeshim/cluster/cmd/probeshim-cluster"},
+		Entrypoint: []string{"/bin/probeshim-cluster"},
+	}
+}
+
+// ModuleRoot is the folder of the probeshim module (from the working directory, which is inside
+// it for tests and `go run`).
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == "/dev/null" {
+		return "", fmt.Errorf("not inside the probeshim module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// Deploy applies the cluster deployment's manifests (`kubectl apply -k cluster/deploy`, server
+// side) and returns once the Deployment is available, both webhook configurations carry a CA
+// bundle and their webhooks answer (a dry-run PodProbeMarker is validated, a dry-run
+// enhanced-liveness pod is mutated), and the node's NodePodProbe exists. The image (Image) must
+// have been imported by the rig. logf gets progress lines.
+func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	since := func() string { return time.Since(t0).Round(time.Millisecond).String() }
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(root, "cluster", "deploy")); err != nil {
+		return err
+	}
+	logf("cluster: manifests applied (%s)", since())
+
+	dep := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Deployment}, dep); err != nil {
+		return err
+	}
+	for _, ctr := range dep.Spec.Template.Spec.Containers {
+		if ctr.Image != ImageRef {
+			return fmt.Errorf("the Deployment runs image %q but the rig imports %q: keep cluster/deploy and e2e/cluster.ImageRef in step", ctr.Image, ImageRef)
+		}
+	}
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/nodepodprobes.apps.kruise.io", "crd/podprobemarkers.apps.kruise.io", "crd/containerrecreaterequests.apps.kruise.io"); err != nil {
+		return err
+	}
+
+	err = framework.WaitFor(ctx, 2*time.Minute, "Deployment "+Namespace+"/"+Deployment+" available", func(ctx context.Context) (bool, string, error) {
+		d := &appsv1.Deployment{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Deployment}, d); err != nil {
+			return false, err.Error(), nil
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		obs := fmt.Sprintf("replicas=%d updated=%d ready=%d available=%d", s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas)
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.AvailableReplicas == want, obs, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, Diagnose(c))
+	}
+	logf("cluster: Deployment available (%s)", since())
+
+	err = framework.WaitFor(ctx, time.Minute, "webhooks answering", func(ctx context.Context) (bool, string, error) {
+		if msg := webhooksAnswer(ctx, c); msg != "" {
+			return false, msg, nil
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, Diagnose(c))
+	}
+	logf("cluster: webhooks answer (%s)", since())
+
+	err = framework.WaitFor(ctx, time.Minute, "NodePodProbe "+c.Rig.NodeName(), func(ctx context.Context) (bool, string, error) {
+		err := c.Client.Get(ctx, client.ObjectKey{Name: c.Rig.NodeName()}, &v1alpha1.NodePodProbe{})
+		return err == nil, errText(err), nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, Diagnose(c))
+	}
+	logf("cluster: NodePodProbe %s created (%s)", c.Rig.NodeName(), since())
+	return nil
+}
+
+// webhooksAnswer returns "" once the CA bundles are in place and the validating and the
+// mutating webhook both serve a dry-run request, else what is still missing.
+func webhooksAnswer(ctx context.Context, c *framework.Cluster) string {
+	mwc, err := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, Webhooks, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	vwc, err := c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, Webhooks, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, w := range mwc.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return "no caBundle yet in mutating webhook " + w.Name
+		}
+	}
+	for _, w := range vwc.Webhooks {
+		if len(w.ClientConfig.CABundle) == 0 {
+			return "no caBundle yet in validating webhook " + w.Name
+		}
+	}
+	dryRun := []string{metav1.DryRunAll}
+	m := &v1alpha1.PodProbeMarker{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "webhook-check"},
+		Spec: v1alpha1.PodProbeMarkerSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "webhook-check"}},
+			Probes: []v1alpha1.PodContainerProbe{{
+				Name: "check", ContainerName: "main", PodConditionType: "probeshim.io/webhook-check",
+				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					Exec: &corev1.ExecAction{Command: []string{"true"}}}}},
+			}},
+		},
+	}
+	if err := c.Client.Create(ctx, m, &client.CreateOptions{DryRun: dryRun}); err != nil {
+		return "PodProbeMarker webhook: " + err.Error()
+	}
+	pod := framework.NewPod("default", "webhook-check", framework.Command("main", "sleep", "1"))
+	pod.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+		Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	got, err := c.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{DryRun: dryRun})
+	if err != nil {
+		return "enhanced-liveness webhook: " + err.Error()
+	}
+	if got.Spec.Containers[0].LivenessProbe != nil {
+		return "enhanced-liveness webhook: the dry-run pod kept its livenessProbe"
+	}
+	return ""
+}
+
+// Diagnose describes the cluster deployment for a failure message: its pods and the end of
+// each one's log.
+func Diagnose(c *framework.Cluster) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector})
+	if err != nil {
+		return "listing the cluster deployment's pods: " + err.Error()
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		fmt.Fprintf(&b, "--- pod %s/%s: %s\n", p.Namespace, p.Name, framework.DescribePod(p))
+		out, _ := c.Kubectl(ctx, "logs", "-n", p.Namespace, p.Name, "--tail=40")
+		b.WriteString(out)
+	}
+	if evs, err := c.Kube.CoreV1().Events(Namespace).List(ctx, metav1.ListOptions{}); err == nil && len(evs.Items) > 0 {
+		b.WriteString("--- events in " + Namespace + ":\n")
+		b.WriteString(framework.FormatEvents(evs.Items))
+	}
+	return b.String()
+}
+
+// Logs returns the logs of every pod of the cluster deployment.
+func Logs(ctx context.Context, c *framework.Cluster) (map[string]string, error) {
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: podSelector})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		b, err := c.Kube.CoreV1().Pods(Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		out[p.Name] = string(b)
+	}
+	return out, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,655 @@
+// Command demo shows probeshim working end to end on the test rig (`make demo`, `make
+// demo-down`):
+//
+//	demo up     bring the rig up, run the node service on its node, deploy the cluster part
+//	            from cluster/deploy, apply docs/examples/game-servers, flip a game server
+//	            busy and idle and show what changes; the rig and the node service keep running
+//	demo down   stop the node service and tear the rig down
+//
+// The Kubernetes binaries come from $PROBESHIM_KUBE_BIN (make demo sets it).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/cluster"
+	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/shim/server"
+)
+
+// The example (docs/examples/game-servers) as the demo reads it.
+const (
+	exampleDir     = "docs/examples/game-servers"
+	gamesNS        = "games"
+	gamesSelector  = "app=gameserver"
+	gamesDeploy    = "gameserver"
+	container      = "server"
+	labelIdle      = "gameserver-idle"
+	annotationCost = "controller.kubernetes.io/pod-deletion-cost"
+	conditionIdle  = "game.example.com/idle"
+	// busyboxImage is what the example's Deployment runs. No registry is reachable from the rig:
+	// the demo builds a static busybox image under this name (imagePullPolicy IfNotPresent).
+	busyboxImage = "busybox:1.36"
+	// healthAddr is the node service's health and metrics endpoint, inside the rig's netns.
+	healthAddr = "127.0.0.1:19180"
+)
+
+func main() {
+	if len(os.Args) != 2 || (os.Args[1] != "up" && os.Args[1] != "down") {
+		fmt.Fprintln(os.Stderr, "usage: demo up|down")
+		os.Exit(2)
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "demo: the rig needs root")
+		os.Exit(1)
+	}
+	ctrllog.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if os.Args[1] == "up" {
+		err = up(ctx)
+	} else {
+		err = down(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// ---- up ----
+
+type demo struct {
+	r     *rig.Rig
+	c     *framework.Cluster
+	root  string
+	t0    time.Time
+	step  int
+	steps int
+}
+
+func up(ctx context.Context) error {
+	d := &demo{t0: time.Now(), steps: 7}
+	root, err := cluster.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	d.root = root
+
+	d.section("Bringing up the rig: etcd, kube-apiserver, controller-manager, scheduler, kube-proxy, containerd and a kubelet in a network namespace of their own")
+	cfg := rig.Config{
+		Logf:   func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
+		Images: []rig.Image{cluster.Image(), {Ref: busyboxImage, Busybox: true, Cmd: []string{"sh"}}},
+	}
+	r, err := rig.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	d.r = r
+	// From here on a failure leaves the rig up for a look; `make demo-down` removes it.
+	d.c, err = framework.NewCluster(r, v1alpha1.AddToScheme)
+	if err != nil {
+		return d.failed(err)
+	}
+
+	d.section("Deploying the cluster part (probeshim-cluster) from cluster/deploy: kubectl apply -k cluster/deploy")
+	if err := cluster.Deploy(ctx, d.c, func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) }); err != nil {
+		return d.failed(err)
+	}
+	d.show(ctx, "get", "-n", cluster.Namespace, "deployment,pods", "-o", "wide")
+
+	d.section("Running the node service (probeshim) on node " + r.NodeName() + ", as the kubelet's identity system:node:" + r.NodeName())
+	pid, err := d.startNodeService(ctx)
+	if err != nil {
+		return d.failed(err)
+	}
+	fmt.Printf("   probeshim runs as pid %d, logging to %s\n", pid, nodeServiceLog(r.Dir()))
+
+	d.section("Applying the example: three game servers and the PodProbeMarker \"idle\" (" + exampleDir + ")")
+	d.show(ctx, "apply", "-f", filepath.Join(d.root, exampleDir))
+	pods, err := d.waitGames(ctx, "three idle game servers", 3, func(p *corev1.Pod) bool { return idle(p) })
+	if err != nil {
+		return d.failed(err)
+	}
+	d.printPods(pods)
+	d.printNodeStatus(ctx)
+
+	busy := pods[0].Name
+	d.section("A match starts on " + busy + ": kubectl exec " + busy + " -- rm /tmp/idle")
+	if _, _, err := d.c.Exec(ctx, gamesNS, busy, container, "rm", "/tmp/idle"); err != nil {
+		return d.failed(err)
+	}
+	if pods, err = d.waitGames(ctx, busy+" busy", 3, func(p *corev1.Pod) bool { return idle(p) == (p.Name != busy) }); err != nil {
+		return d.failed(err)
+	}
+	d.printPods(pods)
+	d.printConditions(pods, busy)
+	d.printProbeEvents(ctx, busy)
+
+	d.section("Scaling the game servers down to one: kubectl scale deployment/" + gamesDeploy + " --replicas=1 (the ReplicaSet removes the pods with the lowest pod-deletion-cost first)")
+	d.show(ctx, "scale", "-n", gamesNS, "deployment/"+gamesDeploy, "--replicas=1")
+	if pods, err = d.waitGames(ctx, "only "+busy+" left", 1, func(p *corev1.Pod) bool { return p.Name == busy }); err != nil {
+		return d.failed(err)
+	}
+	d.printPods(pods)
+	fmt.Printf("   The busy server %s kept running its match; the idle ones were removed.\n", busy)
+
+	d.section("The match on " + busy + " is over: kubectl exec " + busy + " -- sh -c 'echo \"match over\" > /tmp/idle'")
+	if _, _, err := d.c.Exec(ctx, gamesNS, busy, container, "sh", "-c", `echo "match over" > /tmp/idle`); err != nil {
+		return d.failed(err)
+	}
+	if pods, err = d.waitGames(ctx, busy+" idle again", 1, func(p *corev1.Pod) bool { return idle(p) }); err != nil {
+		return d.failed(err)
+	}
+	d.printPods(pods)
+	d.printConditions(pods, busy)
+	d.printProbeEvents(ctx, busy)
+
+	d.printHandHints(busy)
+	return nil
+}
+
+// section starts the next numbered step.
+func (d *demo) section(title string) {
+	d.step++
+	fmt.Printf("\n== %d/%d  %s   [%s]\n", d.step, d.steps, title, time.Since(d.t0).Round(time.Second))
+}
+
+// failed adds to err where to look: the rig stays up.
+func (d *demo) failed(err error) error {
+	return fmt.Errorf("%w\n\nThe rig is still up for a look (logs in %s, node service log %s); `make demo-down` removes it", err, d.r.LogDir(), nodeServiceLog(d.r.Dir()))
+}
+
+// show runs kubectl with args, echoing the command line and its output.
+func (d *demo) show(ctx context.Context, args ...string) {
+	fmt.Printf("\n$ kubectl %s\n", strings.Join(args, " "))
+	out, err := d.c.Kubectl(ctx, args...)
+	if err != nil {
+		fmt.Printf("   (failed: %v)\n", err)
+		return
+	}
+	fmt.Print(out)
+}
+
+// waitGames waits until there are n game server pods, running and ready, each as ok wants, and
+// returns them sorted by name.
+func (d *demo) waitGames(ctx context.Context, what string, n int, ok func(*corev1.Pod) bool) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	t0 := time.Now()
+	err := framework.WaitFor(ctx, 2*time.Minute, what, func(ctx context.Context) (bool, string, error) {
+		list, err := d.c.Kube.CoreV1().Pods(gamesNS).List(ctx, metav1.ListOptions{LabelSelector: gamesSelector})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		pods = list.Items
+		var seen []string
+		good := 0
+		for i := range pods {
+			p := &pods[i]
+			seen = append(seen, fmt.Sprintf("%s(ready=%t idle=%t)", p.Name, framework.PodReady(p), idle(p)))
+			if p.DeletionTimestamp == nil && framework.PodReady(p) && ok(p) {
+				good++
+			}
+		}
+		return good == n && len(pods) == n, strings.Join(seen, " "), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("   (%s after %s)\n", what, time.Since(t0).Round(100*time.Millisecond))
+	sortPods(pods)
+	return pods, nil
+}
+
+// idle reports whether the marker's Succeeded marks are on the pod.
+func idle(p *corev1.Pod) bool {
+	c := condition(p, conditionIdle)
+	return p.Labels[labelIdle] == "true" && p.Annotations[annotationCost] == "-10" && c != nil && c.Status == corev1.ConditionTrue
+}
+
+func condition(p *corev1.Pod, typ string) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if string(p.Status.Conditions[i].Type) == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func sortPods(pods []corev1.Pod) {
+	for i := 1; i < len(pods); i++ {
+		for j := i; j > 0 && pods[j].Name < pods[j-1].Name; j-- {
+			pods[j], pods[j-1] = pods[j-1], pods[j]
+		}
+	}
+}
+
+// printPods is a kubectl-style table of the game servers with what the marker put on them.
+func (d *demo) printPods(pods []corev1.Pod) {
+	fmt.Printf("\n   pods in namespace %s: label %s, annotation %s, condition %s\n\n", gamesNS, labelIdle, annotationCost, conditionIdle)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tREADY\tSTATUS\tGAMESERVER-IDLE\tPOD-DELETION-COST\tIDLE-CONDITION\tMESSAGE")
+	for i := range pods {
+		p := &pods[i]
+		ready, total := 0, len(p.Status.ContainerStatuses)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		status, msg := "<none>", ""
+		if c := condition(p, conditionIdle); c != nil {
+			status, msg = string(c.Status), c.Message
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", p.Name, ready, total, p.Status.Phase,
+			orNone(p.Labels[labelIdle]), orNone(p.Annotations[annotationCost]), status, oneLine(msg))
+	}
+	tw.Flush()
+}
+
+// printConditions shows the pod's conditions as the kubelet and probeshim set them.
+func (d *demo) printConditions(pods []corev1.Pod, name string) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Name != name {
+			continue
+		}
+		fmt.Printf("\n   conditions of pod %s (%s is probeshim's, the others the kubelet's)\n\n", name, conditionIdle)
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+		fmt.Fprintln(tw, "TYPE\tSTATUS\tLAST-TRANSITION\tMESSAGE")
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Type, c.Status, c.LastTransitionTime.Format(time.TimeOnly), orNone(oneLine(c.Message)))
+		}
+		tw.Flush()
+	}
+}
+
+// printProbeEvents is a kubectl-style table of the probe events of a pod (`kubectl events
+// --for pod/NAME` shows them among all the others).
+func (d *demo) printProbeEvents(ctx context.Context, pod string) {
+	evs, err := d.c.Events(ctx, gamesNS, pod)
+	if err != nil {
+		fmt.Printf("   (events: %v)\n", err)
+		return
+	}
+	fmt.Printf("\n   probe events of pod %s (all its events: kubectl -n %s events --for pod/%s)\n\n", pod, gamesNS, pod)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "LAST SEEN\tTYPE\tREASON\tFROM\tMESSAGE")
+	for _, e := range evs {
+		if e.Reason != v1alpha1.EventReasonProbeSucceeded && e.Reason != v1alpha1.EventReasonProbeFailed {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		from := e.ReportingController
+		if from == "" {
+			from = e.Source.Component
+		}
+		fmt.Fprintf(tw, "%s ago\t%s\t%s\t%s\t%s\n", time.Since(at).Round(time.Second), e.Type, e.Reason, orNone(from), oneLine(e.Message))
+	}
+	tw.Flush()
+}
+
+// printNodeStatus shows what the node service probes, from its status socket (`probeshim status`).
+func (d *demo) printNodeStatus(ctx context.Context) {
+	dir := demoDir(d.r.Dir())
+	fmt.Printf("\n$ %s status --status-socket %s\n", filepath.Join(dir, "probeshim"), filepath.Join(dir, "probeshim.sock"))
+	st, err := server.FetchStatus(ctx, filepath.Join(dir, "probeshim.sock"))
+	if err != nil {
+		fmt.Printf("   (failed: %v)\n", err)
+		return
+	}
+	_ = server.WriteStatus(os.Stdout, st)
+}
+
+func (d *demo) printHandHints(pod string) {
+	r := d.r
+	dir := demoDir(r.Dir())
+	fmt.Printf(`
+== Done in %s. Everything keeps running; look further by hand.
+
+The cluster lives inside network namespace %s. Open a shell there with kubectl ready:
+
+    %s
+
+or run single commands from here:
+
+    export KUBECONFIG=%s
+    nsenter --net=%s %s -n %s get pods -L %s
+
+Things to try (in that shell):
+
+`, time.Since(d.t0).Round(time.Second), r.NetNSPath(), r.EnterHint(),
+		r.AdminKubeconfig(), r.NetNSPath(), filepath.Join(r.KubeBin(), "kubectl"), gamesNS, labelIdle)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	for _, l := range [][2]string{
+		{"kubectl -n " + gamesNS + " get pods -L " + labelIdle, "which servers are idle"},
+		{"kubectl -n " + gamesNS + " exec " + pod + " -- rm /tmp/idle", "a match starts: watch the label go"},
+		{"kubectl -n " + gamesNS + " scale deployment/" + gamesDeploy + " --replicas=3", "more servers, marked within seconds"},
+		{"kubectl -n " + gamesNS + " events --for pod/" + pod, "KruiseProbeSucceeded / KruiseProbeFailed among the rest"},
+		{"kubectl -n " + gamesNS + " get podprobemarker idle -o yaml", "the marker; status.matchedPods"},
+		{"kubectl get nodepodprobe " + r.NodeName() + " -o yaml", "the node's probes and their results"},
+		{"kubectl -n " + cluster.Namespace + " logs deployment/" + cluster.Deployment, "the cluster part's log"},
+	} {
+		fmt.Fprintf(tw, "    %s\t# %s\n", l[0], l[1])
+	}
+	tw.Flush()
+	fmt.Printf(`
+The node service (pid in %s):
+
+    %s status --status-socket %s
+    less %s
+
+Stop everything: make demo-down
+`, pidFile(r.Dir()), filepath.Join(dir, "probeshim"), filepath.Join(dir, "probeshim.sock"), nodeServiceLog(r.Dir()))
+}
+
+// oneLine fits a probe's output (which often ends in a newline) into a table cell.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// ---- the node service ----
+
+// demoDir holds the node service's binary, config, status socket and pid file; it is inside the
+// rig's folder, so the teardown removes it.
+func demoDir(rigDir string) string        { return filepath.Join(rigDir, "demo") }
+func pidFile(rigDir string) string        { return filepath.Join(demoDir(rigDir), "probeshim.pid") }
+func nodeServiceLog(rigDir string) string { return filepath.Join(rigDir, "logs", "probeshim.log") }
+
+// startNodeService starts the node service inside the rig's netns, detached (its own session,
+// no parent death signal) so that it outlives this program, in the rig's daemon cgroup so that
+// any teardown of the rig stops it, and records its pid for `demo down`. It returns once the
+// service reports ready.
+func (d *demo) startNodeService(ctx context.Context) (int, error) {
+	r := d.r
+	dir := demoDir(r.Dir())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	built, err := framework.BuildBinary("./shim/cmd/probeshim")
+	if err != nil {
+		return 0, err
+	}
+	bin := filepath.Join(dir, "probeshim")
+	err = copyFile(built, bin)
+	os.RemoveAll(filepath.Dir(built))
+	if err != nil {
+		return 0, err
+	}
+	kubeconfig, err := r.Kubeconfig("system:node:"+r.NodeName(), "system:nodes")
+	if err != nil {
+		return 0, err
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte("# flags given on the command line (see `make demo`)\n"), 0o644); err != nil {
+		return 0, err
+	}
+	logFile, err := os.OpenFile(nodeServiceLog(r.Dir()), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logFile.Close()
+	cmd := r.Command(context.Background(), bin,
+		"--config", cfgFile,
+		"--node-name", r.NodeName(),
+		"--kubeconfig", kubeconfig,
+		"--containerd-socket", r.ContainerdSocket(),
+		"--health-address", healthAddr,
+		"--metrics-address", healthAddr,
+		"--status-socket", filepath.Join(dir, "probeshim.sock"),
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logFile, logFile
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid // nsenter execs the service: the same process
+	if err := joinRigCgroup(r, pid); err != nil {
+		_ = cmd.Process.Kill()
+		return 0, err
+	}
+	if err := os.WriteFile(pidFile(r.Dir()), fmt.Appendf(nil, "%d %d\n", pid, procStartTime(pid)), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		return 0, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return rig.DialNetNS(ctx, r.NetNSPath(), network, addr)
+		},
+		DisableKeepAlives: true,
+	}}
+	err = framework.WaitFor(ctx, time.Minute, "node service ready (/readyz)", func(ctx context.Context) (bool, string, error) {
+		select {
+		case err := <-exited:
+			return false, "", fmt.Errorf("the node service exited (%v); see %s", err, nodeServiceLog(r.Dir()))
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+healthAddr+"/readyz", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, strings.TrimSpace(string(body)), nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return pid, nil
+}
+
+// joinRigCgroup moves pid into the cgroup of the rig's own components (in every hierarchy), as
+// the rig does with what it starts: the rig's teardown, whoever runs it, then stops it too.
+// The cgroup is read from a component the rig recorded in its state file.
+func joinRigCgroup(r *rig.Rig, pid int) error {
+	state, err := os.ReadFile(rig.StateFile(rig.Config{Dir: r.Dir()}))
+	if err != nil {
+		return err
+	}
+	cpid := firstPID(state)
+	if cpid == 0 {
+		return errors.New("no component pid in the rig's state file")
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cpid))
+	if err != nil {
+		return err
+	}
+	var path string
+	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[2] != "/" {
+			path = f[2] // e.g. /probeshim-rig/daemons, the same in every hierarchy
+			break
+		}
+	}
+	if path == "" {
+		return fmt.Errorf("rig component %d is in no cgroup of the rig", cpid)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	joined := 0
+	for _, line := range strings.Split(string(mounts), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, types := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || len(types) < 1 || (types[0] != "cgroup" && types[0] != "cgroup2") {
+			continue
+		}
+		procs := filepath.Join(fields[4], path, "cgroup.procs")
+		if _, err := os.Stat(procs); err != nil {
+			continue
+		}
+		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("join %s: %w", procs, err)
+		}
+		joined++
+	}
+	if joined == 0 {
+		return fmt.Errorf("no cgroup %s found to join", path)
+	}
+	return nil
+}
+
+// firstPID returns the pid of the first component recorded in the rig's state file.
+func firstPID(state []byte) int {
+	var st struct {
+		Processes []struct {
+			PID int `json:"pid"`
+		} `json:"processes"`
+	}
+	if json.Unmarshal(state, &st) != nil || len(st.Processes) == 0 {
+		return 0
+	}
+	return st.Processes[0].PID
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// procStartTime is field 22 of /proc/PID/stat (start time in clock ticks), 0 when the process
+// is gone; with the pid it names one process even after the pid is reused.
+func procStartTime(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// ---- down ----
+
+func down(ctx context.Context) error {
+	cfg := rig.Config{Logf: func(format string, args ...any) { fmt.Printf(format+"\n", args...) }}
+	rigDir := strings.TrimSuffix(rig.StateFile(cfg), ".state.json")
+	unlock, holder, err := tryLock(rigDir + ".lock")
+	if err != nil {
+		return err
+	}
+	if unlock == nil {
+		return fmt.Errorf("the rig is in use by pid %s (a test run?): not tearing it down; try again when it is done", holder)
+	}
+	defer unlock()
+	if err := stopNodeService(rigDir); err != nil {
+		return err
+	}
+	if err := rig.Teardown(ctx, cfg); err != nil {
+		return err
+	}
+	if left := rig.Leftovers(cfg); len(left) > 0 {
+		return fmt.Errorf("left behind: %s", strings.Join(left, "; "))
+	}
+	fmt.Println("demo: the node service is stopped and the rig is gone")
+	return nil
+}
+
+// stopNodeService stops the node service `demo up` started: SIGTERM, and SIGKILL after 15 s.
+func stopNodeService(rigDir string) error {
+	b, err := os.ReadFile(pidFile(rigDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pid int
+	var start uint64
+	if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
+		return fmt.Errorf("pid file %s: %q", pidFile(rigDir), b)
+	}
+	if start == 0 || procStartTime(pid) != start {
+		return nil // gone already (the pid may belong to another process now)
+	}
+	fmt.Printf("demo: stopping the node service (pid %d)\n", pid)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(15 * time.Second)
+	for procStartTime(pid) == start && !zombie(pid) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			deadline = time.Now().Add(5 * time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
+
+func zombie(pid int) bool {
+	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return bytes.Contains(st, []byte(") Z "))
+}
+
+// tryLock takes the rig's lock without waiting. It returns unlock == nil and the holder's pid
+// when another process holds it.
+func tryLock(path string) (unlock func(), holder string, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, strings.TrimSpace(string(b)), nil
+		}
+		return nil, "", fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, "", nil
+}

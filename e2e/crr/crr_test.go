@@ -1,0 +1,547 @@
+// Package crr is the ContainerRecreateRequest end-to-end suite: the cluster deployment
+// (admission and lifecycle) and the node service (the kill) on the rig, against a real kubelet
+// and containerd. Each scenario is what users of OpenKruise rely on, or a weakness they reported.
+package crr
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/framework"
+)
+
+func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }
+
+const (
+	kruisePodReady corev1.PodConditionType = "KruisePodReady"
+	// trapLoop exits at once on SIGTERM, so a stop takes no grace period.
+	trapLoop = "trap 'exit 0' TERM; while :; do sleep 0.2; done"
+)
+
+type suite struct {
+	c   *framework.Cluster
+	svc *framework.NodeService
+}
+
+func TestContainerRecreateRequest(t *testing.T) {
+	c := framework.Get(t)
+	c.InstallCRDs(t)
+	startClusterDeployment(t, c)
+	s := &suite{c: c, svc: c.StartNodeService(t)}
+	s.requireExecutor(t)
+
+	t.Run("admission", s.admission)
+	t.Run("scenarios", func(t *testing.T) {
+		t.Run("simple", s.simple)
+		t.Run("postStart", s.postStart)
+		t.Run("preStop", s.preStop)
+		t.Run("unready", s.unready)
+		t.Run("force", s.force)
+		t.Run("two requests", s.twoRequests)
+	})
+	t.Run("node service killed", s.serviceKilled)
+}
+
+// requireExecutor fails at once, and says why, when the node service does not carry out
+// ContainerRecreateRequests.
+func (s *suite) requireExecutor(t *testing.T) {
+	t.Helper()
+	err := framework.WaitFor(framework.Context(t, time.Minute), 20*time.Second, "the node service's CRR executor",
+		func(context.Context) (bool, string, error) {
+			return strings.Contains(s.svc.Logs(), "ContainerRecreateRequests synced"), "", nil
+		})
+	if err != nil {
+		t.Fatalf("the node service does not run the ContainerRecreateRequest executor (shim/recreate); "+
+			"wire recreate.New into the node service: %v", err)
+	}
+}
+
+// --- helpers ---
+
+func trap(name string) corev1.Container { return framework.Shell(name, trapLoop) }
+
+func withPreStop(c corev1.Container, cmd ...string) corev1.Container {
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: cmd}}}
+	return c
+}
+
+func (s *suite) runPod(t *testing.T, ns, name string, grace int64, mut func(*corev1.Pod), containers ...corev1.Container) *corev1.Pod {
+	t.Helper()
+	pod := framework.NewPod(ns, name, containers...)
+	pod.Spec.TerminationGracePeriodSeconds = &grace
+	if mut != nil {
+		mut(pod)
+	}
+	pod = s.c.CreatePod(t, pod)
+	return s.c.WaitForPodReady(t, pod, 2*time.Minute)
+}
+
+func (s *suite) pod(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	cur, err := s.c.Kube.CoreV1().Pods(p.Namespace).Get(framework.Context(t, 10*time.Second), p.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+func status(p *corev1.Pod, name string) corev1.ContainerStatus {
+	if cs := framework.ContainerStatus(p, name); cs != nil {
+		return *cs
+	}
+	return corev1.ContainerStatus{}
+}
+
+type crrOpt func(*v1alpha1.ContainerRecreateRequest)
+
+func strategy(f func(*v1alpha1.ContainerRecreateRequestStrategy)) crrOpt {
+	return func(r *v1alpha1.ContainerRecreateRequest) {
+		if r.Spec.Strategy == nil {
+			r.Spec.Strategy = &v1alpha1.ContainerRecreateRequestStrategy{}
+		}
+		f(r.Spec.Strategy)
+	}
+}
+
+func (s *suite) create(t *testing.T, pod *corev1.Pod, name string, containers []string, opts ...crrOpt) *v1alpha1.ContainerRecreateRequest {
+	t.Helper()
+	crr := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: name},
+		Spec:       v1alpha1.ContainerRecreateRequestSpec{PodName: pod.Name},
+	}
+	for _, c := range containers {
+		crr.Spec.Containers = append(crr.Spec.Containers, v1alpha1.ContainerRecreateRequestContainer{Name: c})
+	}
+	for _, o := range opts {
+		o(crr)
+	}
+	if err := s.c.Client.Create(framework.Context(t, 30*time.Second), crr); err != nil {
+		t.Fatalf("creating ContainerRecreateRequest %s: %v", name, err)
+	}
+	return crr
+}
+
+func summary(crr *v1alpha1.ContainerRecreateRequest) string {
+	var cs []string
+	for _, st := range crr.Status.ContainerRecreateStates {
+		c := st.Name + "=" + string(st.Phase)
+		if st.IsKilled {
+			c += "(killed)"
+		}
+		if st.Message != "" {
+			c += ": " + st.Message
+		}
+		cs = append(cs, c)
+	}
+	return fmt.Sprintf("phase=%q message=%q [%s]", crr.Status.Phase, crr.Status.Message, strings.Join(cs, "; "))
+}
+
+// wait polls the request until cond holds and returns it.
+func (s *suite) wait(t *testing.T, crr *v1alpha1.ContainerRecreateRequest, timeout time.Duration, what string,
+	cond func(*v1alpha1.ContainerRecreateRequest) bool) *v1alpha1.ContainerRecreateRequest {
+	t.Helper()
+	cur := &v1alpha1.ContainerRecreateRequest{}
+	err := framework.WaitFor(framework.Context(t, timeout+10*time.Second), timeout, crr.Name+" "+what, func(ctx context.Context) (bool, string, error) {
+		if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(crr), cur); err != nil {
+			return false, err.Error(), nil
+		}
+		return cond(cur), summary(cur), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+func completed(c *v1alpha1.ContainerRecreateRequest) bool {
+	return c.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted
+}
+
+func (s *suite) waitCompleted(t *testing.T, crr *v1alpha1.ContainerRecreateRequest, timeout time.Duration) *v1alpha1.ContainerRecreateRequest {
+	t.Helper()
+	return s.wait(t, crr, timeout, "Completed", completed)
+}
+
+func states(crr *v1alpha1.ContainerRecreateRequest) map[string]v1alpha1.ContainerRecreateRequestContainerRecreateState {
+	out := map[string]v1alpha1.ContainerRecreateRequestContainerRecreateState{}
+	for _, st := range crr.Status.ContainerRecreateStates {
+		out[st.Name] = st
+	}
+	return out
+}
+
+func expectStates(t *testing.T, crr *v1alpha1.ContainerRecreateRequest, want string) {
+	t.Helper()
+	var got []string
+	for _, st := range crr.Status.ContainerRecreateStates {
+		g := st.Name + "=" + string(st.Phase)
+		if st.IsKilled {
+			g += "(killed)"
+		}
+		got = append(got, g)
+	}
+	if strings.Join(got, " ") != want {
+		t.Errorf("container states %q, want %q (%s)", strings.Join(got, " "), want, summary(crr))
+	}
+}
+
+func stripID(id string) string {
+	if _, rest, ok := strings.Cut(id, "://"); ok {
+		return rest
+	}
+	return id
+}
+
+// stoppedAt is when a container instance exited, from the runtime (nanoseconds; the pod status
+// has whole seconds).
+func (s *suite) stoppedAt(t *testing.T, containerID string) time.Time {
+	t.Helper()
+	rs, conn, err := s.c.CRI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	st, err := rs.ContainerStatus(framework.Context(t, 10*time.Second), &runtimeapi.ContainerStatusRequest{ContainerId: stripID(containerID)})
+	if err != nil {
+		t.Fatalf("status of container %s: %v", containerID, err)
+	}
+	if st.GetStatus().GetFinishedAt() == 0 {
+		t.Fatalf("container %s has not exited (%s)", containerID, st.GetStatus().GetState())
+	}
+	return time.Unix(0, st.GetStatus().GetFinishedAt())
+}
+
+// restarted waits until the pod reports container name running with restartCount want.
+func (s *suite) restarted(t *testing.T, pod *corev1.Pod, name string, want int32, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	p, err := s.c.WaitForPod(framework.Context(t, timeout+10*time.Second), pod.Namespace, pod.Name, timeout,
+		fmt.Sprintf("%s running with restartCount %d", name, want), func(p *corev1.Pod) bool {
+			cs := framework.ContainerStatus(p, name)
+			return cs != nil && cs.RestartCount == want && cs.State.Running != nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (s *suite) killingEvents(t *testing.T, pod *corev1.Pod, crr string) []string {
+	t.Helper()
+	evs, err := s.c.Events(framework.Context(t, 10*time.Second), pod.Namespace, pod.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		if e.Reason == "Killing" && strings.Contains(e.Message, "ContainerRecreateRequest "+crr) {
+			for i := int32(0); i < max(e.Count, 1); i++ {
+				out = append(out, e.Message)
+			}
+		}
+	}
+	return out
+}
+
+// --- scenarios ---
+
+// One container with minStartedSeconds and a TTL; then two at once.
+func (s *suite) simple(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := s.runPod(t, ns, "simple", 1, nil, trap("main"), trap("side"))
+	before := status(pod, "main")
+
+	crr := s.create(t, pod, "one", []string{"main"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) { st.MinStartedSeconds = 5 }),
+		func(r *v1alpha1.ContainerRecreateRequest) { r.Spec.TTLSecondsAfterFinished = ptr.To[int32](3) })
+	// Admission completed it from the pod.
+	if l := crr.Labels; l[v1alpha1.LabelCRRPodUID] != string(pod.UID) || l[v1alpha1.LabelCRRNodeName] != s.c.Rig.NodeName() || l[v1alpha1.LabelCRRActive] != "true" {
+		t.Errorf("labels %v", l)
+	}
+	if crr.Spec.Strategy.FailurePolicy != v1alpha1.ContainerRecreateRequestFailurePolicyFail {
+		t.Errorf("failurePolicy %q", crr.Spec.Strategy.FailurePolicy)
+	}
+	if sc := crr.Spec.Containers[0].StatusContext; sc == nil || sc.ContainerID != before.ContainerID || sc.RestartCount != before.RestartCount {
+		t.Errorf("statusContext %+v, pod status %s/%d", sc, before.ContainerID, before.RestartCount)
+	}
+
+	done := s.waitCompleted(t, crr, time.Minute)
+	expectStates(t, done, "main=Succeeded(killed)")
+	after := s.pod(t, pod)
+	m := status(after, "main")
+	if m.ContainerID == before.ContainerID || m.RestartCount != 1 || m.State.Running == nil {
+		t.Errorf("main after: %s restartCount %d running %v", m.ContainerID, m.RestartCount, m.State.Running != nil)
+	}
+	if side := status(after, "side"); side.RestartCount != 0 {
+		t.Errorf("side restarted %d times", side.RestartCount)
+	}
+	if ran := done.Status.CompletionTime.Sub(m.State.Running.StartedAt.Time); ran < 4*time.Second { // whole seconds on both
+		t.Errorf("completed %v after the new container started, want minStartedSeconds 5", ran)
+	}
+	if evs := s.killingEvents(t, pod, "one"); len(evs) != 1 || !strings.Contains(evs[0], "Stopping container main") {
+		t.Errorf("Killing events %q", evs)
+	}
+	s.wait(t, crr, 15*time.Second, "without the active label", func(c *v1alpha1.ContainerRecreateRequest) bool {
+		_, ok := c.Labels[v1alpha1.LabelCRRActive]
+		return !ok
+	})
+	err := framework.WaitFor(framework.Context(t, time.Minute), 20*time.Second, "one deleted by its TTL", func(ctx context.Context) (bool, string, error) {
+		err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(crr), &v1alpha1.ContainerRecreateRequest{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	both := s.create(t, pod, "both", []string{"main", "side"})
+	expectStates(t, s.waitCompleted(t, both, time.Minute), "main=Succeeded(killed) side=Succeeded(killed)")
+	after = s.pod(t, pod)
+	if m, sd := status(after, "main"), status(after, "side"); m.RestartCount != 2 || sd.RestartCount != 1 {
+		t.Errorf("restart counts main %d side %d, want 2 and 1", m.RestartCount, sd.RestartCount)
+	}
+}
+
+// A postStart hook of 5 s keeps a recreated container from counting as back: unordered, both
+// stop together; ordered, the second stops only once the first is back.
+func (s *suite) postStart(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	slow := trap("a")
+	slow.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "5"}}}}
+	pod := s.runPod(t, ns, "poststart", 1, nil, slow, trap("b"))
+
+	a1, b1 := status(pod, "a").ContainerID, status(pod, "b").ContainerID
+	s.waitCompleted(t, s.create(t, pod, "unordered", []string{"a", "b"}), time.Minute)
+	if d := s.stoppedAt(t, b1).Sub(s.stoppedAt(t, a1)).Abs(); d > 3*time.Second {
+		t.Errorf("unordered: a and b stopped %v apart", d)
+	}
+
+	pod = s.restarted(t, pod, "a", 1, time.Minute)
+	pod = s.restarted(t, pod, "b", 1, time.Minute)
+	a2, b2 := status(pod, "a").ContainerID, status(pod, "b").ContainerID
+	ordered := s.create(t, pod, "ordered", []string{"a", "b"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) { st.OrderedRecreate = true }))
+	expectStates(t, s.waitCompleted(t, ordered, 2*time.Minute), "a=Succeeded(killed) b=Succeeded(killed)")
+	if d := s.stoppedAt(t, b2).Sub(s.stoppedAt(t, a2)); d < 5*time.Second {
+		t.Errorf("ordered: b stopped %v after a, want at least the 5 s of a's postStart", d)
+	}
+}
+
+// preStop sleep 8 runs before the stop; activeDeadlineSeconds 3 ends the request and no
+// container is stopped after that.
+func (s *suite) preStop(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := s.runPod(t, ns, "prestop", 30, nil, trap("a"), withPreStop(trap("b"), "sleep", "8"))
+
+	a1, b1 := status(pod, "a").ContainerID, status(pod, "b").ContainerID
+	crr := s.create(t, pod, "hook", []string{"a", "b"})
+	s.waitCompleted(t, crr, time.Minute)
+	created := crr.CreationTimestamp.Time // whole seconds, rounded down
+	if d := s.stoppedAt(t, b1).Sub(created); d < 8*time.Second {
+		t.Errorf("b stopped %v after the request, before its preStop sleep 8 ended", d)
+	}
+	if d := s.stoppedAt(t, a1).Sub(created); d > 5*time.Second {
+		t.Errorf("a stopped %v after the request, want at once", d)
+	}
+
+	pod = s.restarted(t, pod, "b", 1, time.Minute)
+	b2 := status(pod, "b")
+	deadline := s.create(t, pod, "deadline", []string{"b"}, func(r *v1alpha1.ContainerRecreateRequest) { r.Spec.ActiveDeadlineSeconds = ptr.To[int64](3) })
+	done := s.waitCompleted(t, deadline, 15*time.Second)
+	if d := done.Status.CompletionTime.Sub(deadline.CreationTimestamp.Time); d > 5*time.Second {
+		t.Errorf("completed %v after creation, want about 3 s", d)
+	}
+	if !strings.Contains(done.Status.Message, "activeDeadlineSeconds") {
+		t.Errorf("message %q", done.Status.Message)
+	}
+	if st := states(done)["b"]; st.Phase != v1alpha1.ContainerRecreateRequestFailed || st.IsKilled {
+		t.Errorf("b: %+v", st)
+	}
+	// Past the end of the hook the request's preStop would have had: b was never stopped.
+	time.Sleep(time.Until(deadline.CreationTimestamp.Add(12 * time.Second)))
+	if b := status(s.pod(t, pod), "b"); b.ContainerID != b2.ContainerID || b.RestartCount != b2.RestartCount {
+		t.Errorf("b was stopped after the request completed: %s restartCount %d, was %s %d", b.ContainerID, b.RestartCount, b2.ContainerID, b2.RestartCount)
+	}
+}
+
+// unreadyGracePeriodSeconds 1 with terminationGracePeriodSeconds 3: the pod is made not ready
+// (KruisePodReady gate) before anything happens, the preStop sleep 8 is cut short by the 3 s
+// grace, and the pod is ready again afterwards.
+func (s *suite) unready(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := framework.NewPod(ns, "gated", withPreStop(trap("b"), "sleep", "8"))
+	pod.Spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: kruisePodReady}}
+	pod = s.c.CreatePod(t, pod)
+	// The workload's controller would open the gate; here the test does.
+	_, err := s.c.WaitForPod(framework.Context(t, 2*time.Minute), ns, pod.Name, 2*time.Minute, "b running", func(p *corev1.Pod) bool {
+		cs := framework.ContainerStatus(p, "b")
+		return cs != nil && cs.State.Running != nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setGate(t, pod, corev1.ConditionTrue)
+	pod = s.c.WaitForPodReady(t, pod, time.Minute)
+	b1 := status(pod, "b").ContainerID
+
+	// Watch the pod's readiness from now on.
+	var mu sync.Mutex
+	var unreadyAt, readyAgainAt time.Time
+	ctx, stop := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ctx.Err() == nil {
+			if p, err := s.c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+				mu.Lock()
+				ready := framework.PodReady(p) && framework.PodCondition(p, kruisePodReady) == corev1.ConditionTrue
+				if !ready && unreadyAt.IsZero() {
+					unreadyAt = time.Now()
+				}
+				if ready && !unreadyAt.IsZero() && readyAgainAt.IsZero() {
+					readyAgainAt = time.Now()
+				}
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	defer func() { stop(); <-watched }()
+
+	crr := s.create(t, pod, "drain", []string{"b"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
+		st.TerminationGracePeriodSeconds = ptr.To[int64](3)
+		st.UnreadyGracePeriodSeconds = ptr.To[int64](1)
+	}))
+	expectStates(t, s.waitCompleted(t, crr, time.Minute), "b=Succeeded(killed)")
+	stopped := s.stoppedAt(t, b1)
+	_, err = s.c.WaitForPod(framework.Context(t, time.Minute), ns, pod.Name, 30*time.Second, "ready again", func(p *corev1.Pod) bool {
+		return framework.PodReady(p) && framework.PodCondition(p, kruisePodReady) == corev1.ConditionTrue
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if unreadyAt.IsZero() || !unreadyAt.Before(stopped) {
+		t.Fatalf("the pod was not made not ready before b stopped (not ready at %v, stopped at %v)", unreadyAt, stopped)
+	}
+	// At least the unready grace, then the preStop for at most the 3 s grace, not its 8 s.
+	if d := stopped.Sub(unreadyAt); d < time.Second || d > 6500*time.Millisecond {
+		t.Errorf("b stopped %v after the pod went not ready, want 1 s of unready grace plus at most 3 s of preStop", d)
+	}
+	if readyAgainAt.IsZero() || readyAgainAt.Before(stopped) {
+		t.Errorf("ready again at %v, b stopped at %v", readyAgainAt, stopped)
+	}
+}
+
+func (s *suite) setGate(t *testing.T, pod *corev1.Pod, st corev1.ConditionStatus) {
+	t.Helper()
+	body := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q,"lastTransitionTime":%q}]}}`,
+		kruisePodReady, st, time.Now().UTC().Format(time.RFC3339))
+	if _, err := s.c.Kube.CoreV1().Pods(pod.Namespace).Patch(framework.Context(t, 10*time.Second), pod.Name,
+		types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A container that restarted on its own while the request waited: counted done without a stop,
+// unless forceRecreate; with orderedRecreate too, the next follows once it is back.
+func (s *suite) force(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	wait3 := strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) { st.UnreadyGracePeriodSeconds = ptr.To[int64](3) })
+	selfRestart := func(pod *corev1.Pod, name string, to int32) *corev1.Pod {
+		if _, _, err := s.c.Exec(framework.Context(t, 10*time.Second), ns, pod.Name, name, "kill", "1"); err != nil {
+			t.Fatal(err)
+		}
+		return s.restarted(t, pod, name, to, 30*time.Second)
+	}
+
+	plain := s.runPod(t, ns, "plain", 1, nil, trap("a"))
+	crr := s.create(t, plain, "plain", []string{"a"}, wait3)
+	selfRestart(plain, "a", 1)
+	done := s.waitCompleted(t, crr, time.Minute)
+	expectStates(t, done, "a=Succeeded")
+	if m := states(done)["a"].Message; !strings.Contains(m, "restarted on its own") {
+		t.Errorf("message %q", m)
+	}
+	time.Sleep(2 * time.Second)
+	if n := status(s.pod(t, plain), "a").RestartCount; n != 1 {
+		t.Errorf("without forceRecreate: restartCount %d, want 1 (no second restart)", n)
+	}
+
+	forced := s.runPod(t, ns, "forced", 1, nil, trap("a"), trap("b"))
+	crr = s.create(t, forced, "forced", []string{"a", "b"}, wait3, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
+		st.ForceRecreate, st.OrderedRecreate = true, true
+	}))
+	forced = selfRestart(forced, "a", 1)
+	a2 := status(forced, "a").ContainerID
+	expectStates(t, s.waitCompleted(t, crr, 2*time.Minute), "a=Succeeded(killed) b=Succeeded(killed)")
+	after := s.pod(t, forced)
+	if a, b := status(after, "a"), status(after, "b"); a.RestartCount != 2 || b.RestartCount != 1 {
+		t.Errorf("forceRecreate: restart counts a %d b %d, want 2 and 1", a.RestartCount, b.RestartCount)
+	}
+	if s.stoppedAt(t, status(after, "b").LastTerminationState.Terminated.ContainerID).Before(s.stoppedAt(t, a2)) {
+		t.Error("ordered: b stopped before a")
+	}
+}
+
+// Two requests for one pod, created back to back, both complete, one after the other.
+func (s *suite) twoRequests(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := s.runPod(t, ns, "queue", 1, nil, trap("a"), trap("b"))
+	b1 := status(pod, "b").ContainerID
+	first := s.create(t, pod, "first", []string{"a"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) { st.MinStartedSeconds = 3 }))
+	second := s.create(t, pod, "second", []string{"b"})
+	f := s.waitCompleted(t, first, time.Minute)
+	sc := s.waitCompleted(t, second, time.Minute)
+	expectStates(t, f, "a=Succeeded(killed)")
+	expectStates(t, sc, "b=Succeeded(killed)")
+	if s.stoppedAt(t, b1).Before(f.Status.CompletionTime.Time) {
+		t.Errorf("b stopped at %v, before the first request completed at %v", s.stoppedAt(t, b1), f.Status.CompletionTime)
+	}
+	after := s.pod(t, pod)
+	if a, b := status(after, "a"), status(after, "b"); a.RestartCount != 1 || b.RestartCount != 1 {
+		t.Errorf("restart counts a %d b %d", a.RestartCount, b.RestartCount)
+	}
+}
+
+// kill -9 of the node service while a request is Recreating: a is in its preStop hook, b's stop
+// (SIGTERM ignored, 6 s grace) is under way. Started again, the service completes the request
+// and each container was restarted exactly once.
+func (s *suite) serviceKilled(t *testing.T) {
+	ns := s.c.Namespace(t)
+	pod := s.runPod(t, ns, "crash", 30, nil, withPreStop(trap("a"), "sleep", "4"), framework.Command("b", "sleep", "1000000"))
+	crr := s.create(t, pod, "crash", []string{"a", "b"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
+		st.TerminationGracePeriodSeconds = ptr.To[int64](6)
+	}))
+	s.wait(t, crr, 30*time.Second, "b being stopped and a in its preStop hook", func(c *v1alpha1.ContainerRecreateRequest) bool {
+		st := states(c)
+		return st["b"].IsKilled && st["a"].Phase == v1alpha1.ContainerRecreateRequestRecreating && !st["a"].IsKilled
+	})
+	s.svc.Kill()
+	time.Sleep(time.Second)
+	s.svc.Start(t)
+	expectStates(t, s.waitCompleted(t, crr, 90*time.Second), "a=Succeeded(killed) b=Succeeded(killed)")
+	time.Sleep(2 * time.Second)
+	after := s.pod(t, pod)
+	if a, b := status(after, "a"), status(after, "b"); a.RestartCount != 1 || b.RestartCount != 1 {
+		t.Errorf("restart counts a %d b %d, want exactly 1 each", a.RestartCount, b.RestartCount)
+	}
+}
