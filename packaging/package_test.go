@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/packaging/nspawn"
+	"github.com/probeshim/probeshim/packaging/rigtest"
 )
 
 // fixture is what every container test shares: the extracted base system and the packages.
@@ -82,16 +83,8 @@ func setup(t *testing.T) *fixture {
 			t.Skip("package tests skipped: ./shim/cmd/probeshim does not exist yet, so there is no service to package")
 		}
 	}
-	if err := nspawn.EnsureHostPackages(ctx, t.Logf, nspawn.HostPackages...); err != nil {
-		t.Fatal(err)
-	}
-	cache := filepath.Join(envOr("PROBESHIM_CACHE", "/var/cache/probeshim"), "packaging")
 	step(t, "rootfs (cached tarball, built if missing) and extraction", func() {
-		tarball, err := nspawn.Rootfs(ctx, cache, t.Logf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := nspawn.Extract(ctx, tarball, f.root); err != nil {
+		if err := rigtest.Base(ctx, t.Logf, rigtest.CacheDir(), f.root); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -117,18 +110,14 @@ func setup(t *testing.T) *fixture {
 			if i == 1 {
 				env = append(env, "PROBESHIM_CONFIG="+cfg2)
 			}
-			out := run(t, repo, env, "packaging/build.sh")
-			for _, p := range strings.Fields(out) {
-				switch {
-				case strings.HasSuffix(p, ".deb"):
-					f.deb[i] = filepath.Base(p)
-				case strings.HasSuffix(p, ".rpm"):
-					f.rpm[i] = filepath.Base(p)
-				}
+			p, err := rigtest.Build(ctx, repo, env...)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if f.deb[i] == "" || f.rpm[i] == "" {
-				t.Fatalf("build.sh printed no packages: %q", out)
+			if p.Deb == "" || p.RPM == "" {
+				t.Fatalf("build.sh wrote %+v, want a .deb and an .rpm", p)
 			}
+			f.deb[i], f.rpm[i] = filepath.Base(p.Deb), filepath.Base(p.RPM)
 		}
 		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "sandboxcheck"),
 			"./packaging/internal/sandboxcheck")
@@ -500,9 +489,9 @@ func checkJournalFields(t *testing.T, n *node) {
 // systemd, probing a real pod. It boots the container inside the rig's network namespace with the
 // rig's folder (containerd's socket, the pods' network namespaces, the node's kubeconfig and its
 // certificates) bound in at the same paths, installs the .deb, points the config at the rig, and
-// waits until a NodePodProbe's status fills in. It needs a running rig and skips without one; the
-// rig's suite sets the variables (e2e/rig: Dir, NetNSPath, ContainerdSocket, KubeletKubeconfig,
-// NodeName) and provides the check.
+// waits until a NodePodProbe's status fills in. It needs a running rig and skips without one. The
+// rig suite e2e/packaged runs the same (packaging/rigtest) with a rig of its own and checks more;
+// this hook is for a rig started by hand (make rig-up):
 //
 //	PROBESHIM_RIG_DIR         the rig's folder, bound read-only at the same path
 //	PROBESHIM_RIG_NETNS       the rig's network namespace (/run/netns/NAME)
@@ -511,28 +500,19 @@ func checkJournalFields(t *testing.T, n *node) {
 //	PROBESHIM_RIG_NODE        the node's name
 //	PROBESHIM_RIG_CHECK       a host command that exits 0 once that node's NodePodProbe has status
 func testOnRig(t *testing.T, f *fixture) {
-	vars := []string{"PROBESHIM_RIG_DIR", "PROBESHIM_RIG_NETNS", "PROBESHIM_RIG_CONTAINERD",
-		"PROBESHIM_RIG_KUBECONFIG", "PROBESHIM_RIG_NODE", "PROBESHIM_RIG_CHECK"}
-	for _, v := range vars {
-		if os.Getenv(v) == "" {
-			t.Skipf("packaged service on the rig: skipped, needs a running rig (%s)", strings.Join(vars, ", "))
-		}
+	vars := append(append([]string(nil), rigtest.EnvVars...), "PROBESHIM_RIG_CHECK")
+	r, ok := rigtest.FromEnv()
+	if !ok || os.Getenv("PROBESHIM_RIG_CHECK") == "" {
+		t.Skipf("packaged service on the rig: skipped, needs a running rig (%s); e2e/packaged runs it with its own", strings.Join(vars, ", "))
 	}
-	rigDir := os.Getenv("PROBESHIM_RIG_DIR")
-	// containerd's client makes exec output FIFOs under /run/containerd/fifo and the rig's
-	// containerd opens them by that path on the host: the container must share that folder.
-	if err := os.MkdirAll("/run/containerd/fifo", 0o700); err != nil {
+	o, err := r.Options()
+	if err != nil {
 		t.Fatal(err)
 	}
-	n := bootNode(t, f, "pkgtest-rig", nspawn.Options{
-		NetNS:  os.Getenv("PROBESHIM_RIG_NETNS"),
-		Bind:   []string{"/run/containerd/fifo"},
-		BindRO: []string{rigDir},
-	})
-	n.sh("dpkg -i %s", in(f.deb[0]))
-	n.sh("printf 'nodeName: %%s\\nkubeconfig: %%s\\ncontainerdSocket: %%s\\n' %s %s %s >>/etc/probeshim/config.yaml && systemctl restart %s",
-		shellQuote(os.Getenv("PROBESHIM_RIG_NODE")), shellQuote(os.Getenv("PROBESHIM_RIG_KUBECONFIG")),
-		shellQuote(os.Getenv("PROBESHIM_RIG_CONTAINERD")), unit)
+	n := bootNode(t, f, "pkgtest-rig", o)
+	if err := rigtest.Install(n.ctx, n.c, in(f.deb[0]), r); err != nil {
+		t.Fatal(err)
+	}
 	n.expectRunning(true)
 	n.eventually("probing a pod on the rig (NodePodProbe status)", 2*time.Minute, func() bool {
 		return exec.Command("/bin/sh", "-c", os.Getenv("PROBESHIM_RIG_CHECK")).Run() == nil
@@ -555,10 +535,3 @@ func unitExecStart(t *testing.T, f *fixture) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
