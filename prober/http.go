@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,14 +19,41 @@ var probeTLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec
 
 const maxRedirects = 10
 
-// probeHTTP GETs the action's URL on host:port through d. A body read error
-// is a probe error, as in the kubelet.
-func probeHTTP(ctx context.Context, d Dialer, host string, port int, a *corev1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
-	req, err := newHTTPRequest(ctx, host, port, a)
-	if err != nil {
+// probeHTTP GETs the action's URL on addr through d and maps the answer to
+// a result. A body read error is a probe error, as in the kubelet.
+func probeHTTP(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
+	code, err := HTTPGet(ctx, d, addr, a, UserAgent, timeout)
+	var body *bodyError
+	switch {
+	case errors.As(err, &body):
+		return Unknown, "", err
+	case err != nil:
 		return Failure, err.Error(), nil
+	case code >= 300 && code < 400:
+		return Success, "Probe terminated redirects", nil
+	case code >= 200 && code < 300:
+		return Success, "", nil
 	}
-	// A transport per probe: connections are never reused anyway, and a
+	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", code), nil
+}
+
+// bodyError is a failure to read the response after the status arrived.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading response body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// HTTPGet sends the GET of a to addr through d as an httpGet probe does:
+// the action's headers (userAgent and Accept */* unless set), no proxy, no
+// keep-alive or compression, TLS unverified, same-host redirects only, the
+// body read up to MaxOutput. It returns the status code. The preStop hooks
+// of the node service use it too.
+func HTTPGet(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction, userAgent string, timeout time.Duration) (int, error) {
+	req, err := newHTTPRequest(ctx, addr, a, userAgent)
+	if err != nil {
+		return 0, err
+	}
+	// A transport per request: connections are never reused anyway, and a
 	// shared transport could hand a connection dialed in one pod's network
 	// namespace to a probe of another pod with the same address.
 	tr := &http.Transport{
@@ -45,22 +70,16 @@ func probeHTTP(ctx context.Context, d Dialer, host string, port int, a *corev1.H
 	client := &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: sameHostRedirects}
 	res, err := client.Do(req)
 	if err != nil {
-		return Failure, err.Error(), nil
+		return 0, err
 	}
 	defer res.Body.Close()
 	if _, err := io.CopyN(io.Discard, res.Body, MaxOutput); err != nil && err != io.EOF {
-		return Unknown, "", fmt.Errorf("reading response body: %w", err)
+		return res.StatusCode, &bodyError{err}
 	}
-	switch {
-	case res.StatusCode >= 300 && res.StatusCode < 400:
-		return Success, "Probe terminated redirects", nil
-	case res.StatusCode >= 200 && res.StatusCode < 300:
-		return Success, "", nil
-	}
-	return Failure, fmt.Sprintf("HTTP probe failed with statuscode: %d", res.StatusCode), nil
+	return res.StatusCode, nil
 }
 
-func newHTTPRequest(ctx context.Context, host string, port int, a *corev1.HTTPGetAction) (*http.Request, error) {
+func newHTTPRequest(ctx context.Context, addr string, a *corev1.HTTPGetAction, userAgent string) (*http.Request, error) {
 	scheme := strings.ToLower(string(a.Scheme))
 	if scheme == "" {
 		scheme = "http"
@@ -70,7 +89,7 @@ func newHTTPRequest(ctx context.Context, host string, port int, a *corev1.HTTPGe
 		u = &url.URL{Path: a.Path}
 	}
 	u.Scheme = scheme
-	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	u.Host = addr
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -82,7 +101,7 @@ func newHTTPRequest(ctx context.Context, host string, port int, a *corev1.HTTPGe
 	// Present but empty means "send none": net/http omits an empty
 	// User-Agent; an empty Accept is removed here.
 	if _, ok := h["User-Agent"]; !ok {
-		h.Set("User-Agent", UserAgent)
+		h.Set("User-Agent", userAgent)
 	}
 	if v, ok := h["Accept"]; !ok {
 		h.Set("Accept", "*/*")

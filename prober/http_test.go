@@ -110,7 +110,7 @@ func get(path string, headers ...corev1.HTTPHeader) *corev1.HTTPGetAction {
 
 func (ht *httpTarget) probe(t *testing.T, a *corev1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
 	t.Helper()
-	return probeHTTP(context.Background(), &net.Dialer{}, "127.0.0.1", ht.port, a, timeout)
+	return probeHTTP(context.Background(), &net.Dialer{}, net.JoinHostPort("127.0.0.1", strconv.Itoa(ht.port)), a, timeout)
 }
 
 // SEMANTICS HTTP: status codes, redirects, body cap, message.
@@ -305,7 +305,7 @@ func TestHTTPIgnoresEnvironmentProxy(t *testing.T) {
 	t.Setenv("NO_PROXY", "")
 	t.Setenv("no_proxy", "")
 	d := &redirectDialer{from: "10.255.255.1:80", to: ht.srv.Listener.Addr().String()}
-	r, msg, err := probeHTTP(context.Background(), d, "10.255.255.1", 80, get("/ok"), 5*time.Second)
+	r, msg, err := probeHTTP(context.Background(), d, "10.255.255.1:80", get("/ok"), 5*time.Second)
 	if err != nil || r != Success {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
@@ -383,7 +383,7 @@ func TestProbeHost(t *testing.T) {
 func TestHTTPBodyErrorIsProbeError(t *testing.T) {
 	ln := listenRaw(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
 	port := ln.Addr().(*net.TCPAddr).Port
-	r, msg, err := probeHTTP(context.Background(), &net.Dialer{}, "127.0.0.1", port, get("/"), 5*time.Second)
+	r, msg, err := probeHTTP(context.Background(), &net.Dialer{}, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), get("/"), 5*time.Second)
 	if err == nil {
 		t.Fatalf("got %v %q, want a probe error", r, msg)
 	}

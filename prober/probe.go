@@ -38,26 +38,17 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 		return m.probeExec(ctx, containerID, h.Exec.Command, timeout)
 	}
 
-	var (
-		port     int
-		host     string
-		err      error
-		specHost string
-	)
+	var addr string
+	var err error
 	switch {
 	case h.HTTPGet != nil:
-		port, err = resolvePort(h.HTTPGet.Port, cfg.ports)
-		specHost = h.HTTPGet.Host
+		addr, err = Address(cfg.pod, h.HTTPGet.Host, h.HTTPGet.Port, cfg.ports)
 	case h.TCPSocket != nil:
-		port, err = resolvePort(h.TCPSocket.Port, cfg.ports)
-		specHost = h.TCPSocket.Host
+		addr, err = Address(cfg.pod, h.TCPSocket.Host, h.TCPSocket.Port, cfg.ports)
 	case h.GRPC != nil:
-		port, err = checkPort(int(h.GRPC.Port))
+		addr, err = Address(cfg.pod, "", intstr.FromInt32(h.GRPC.Port), nil)
 	}
 	if err != nil {
-		return Failure, err.Error(), nil
-	}
-	if host, err = probeHost(cfg.pod, specHost); err != nil {
 		return Failure, err.Error(), nil
 	}
 	d, err := m.network.DialerFor(cfg.pod)
@@ -65,9 +56,8 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 		return Unknown, "", fmt.Errorf("no dialer for pod: %w", err)
 	}
 	if h.HTTPGet != nil {
-		return probeHTTP(ctx, d, host, port, h.HTTPGet, timeout)
+		return probeHTTP(ctx, d, addr, h.HTTPGet, timeout)
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	switch {
 	case h.TCPSocket != nil:
 		r, msg := probeTCP(ctx, d, addr, timeout)
@@ -90,6 +80,21 @@ func countHandlers(h *corev1.ProbeHandler) int {
 		}
 	}
 	return n
+}
+
+// Address is where a network handler of pod connects: host:port of the pod
+// itself. host, the spec's host field, may only name the pod; a named port is
+// looked up in ports. The node service's preStop hooks use it too.
+func Address(pod PodRef, host string, port intstr.IntOrString, ports map[string]int32) (string, error) {
+	p, err := resolvePort(port, ports)
+	if err != nil {
+		return "", err
+	}
+	h, err := probeHost(pod, host)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(h, strconv.Itoa(p)), nil
 }
 
 // probeHost returns where a network probe connects: the pod. A host field

@@ -195,8 +195,8 @@ func checkServing(t *testing.T, m *Manager, s *corev1.Secret) {
 		t.Fatal(err)
 	}
 	bundles := caBundles(t)
-	if len(bundles) != 3 {
-		t.Fatalf("%d webhooks, want 3", len(bundles))
+	if len(bundles) == 0 {
+		t.Fatal("no webhooks: ../deploy/webhooks.yaml was not loaded")
 	}
 	for i, b := range bundles {
 		if !bytes.Equal(b, s.Data[KeyCABundle]) {

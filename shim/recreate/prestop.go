@@ -2,14 +2,8 @@ package recreate
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,44 +62,12 @@ func httpHook(ctx context.Context, network prober.Network, pod *corev1.Pod, c *v
 	if err != nil {
 		return err
 	}
-	scheme := strings.ToLower(string(a.Scheme))
-	if scheme == "" {
-		scheme = "http"
-	}
-	u, err := url.Parse(a.Path)
-	if err != nil {
-		u = &url.URL{Path: a.Path}
-	}
-	u.Scheme, u.Host = scheme, addr
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	code, err := prober.HTTPGet(ctx, d, addr, a, userAgent, 0) // bounded by ctx: the grace
 	if err != nil {
 		return fmt.Errorf("preStop hook: %w", err)
 	}
-	for _, hh := range a.HTTPHeaders {
-		req.Header.Add(hh.Name, hh.Value)
-	}
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header.Set("User-Agent", userAgent)
-	}
-	req.Host = req.Header.Get("Host")
-	client := &http.Client{
-		Transport: &http.Transport{
-			DialContext:       d.DialContext,
-			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet's hooks
-			DisableKeepAlives: true,
-			Proxy:             nil, // never the environment's proxy
-		},
-		// A redirect could name any host; the hook is done with the first answer.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("preStop hook: %w", err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.CopyN(io.Discard, resp.Body, 10<<10)
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("preStop hook: HTTP GET %s answered %d", u.Path, resp.StatusCode)
+	if code < 200 || code >= 400 {
+		return fmt.Errorf("preStop hook: HTTP GET %s answered %d", a.Path, code)
 	}
 	return nil
 }
@@ -114,46 +76,23 @@ func httpHook(ctx context.Context, network prober.Network, pod *corev1.Pod, c *v
 // whatever the hook says (a request written around admission must not reach other machines).
 func target(network prober.Network, pod *corev1.Pod, c *v1alpha1.ContainerRecreateRequestContainer,
 	host string, port intstr.IntOrString) (prober.Dialer, string, error) {
-	ip := pod.Status.PodIP
-	switch {
-	case host == "" || host == ip:
-		host = ip
-		if host == "" {
-			if pod.Spec.HostNetwork {
-				return nil, "", errors.New("preStop hook: the pod IP is not known yet")
-			}
-			host = "127.0.0.1" // the pod itself, inside its own network namespace
-		}
-	case !pod.Spec.HostNetwork && (host == "localhost" || isLoopback(host)):
-	default:
-		return nil, "", fmt.Errorf("preStop hook: host %q is not the pod", host)
-	}
-	p := int(port.IntVal)
-	if port.Type == intstr.String {
-		p = 0
-		for _, cp := range c.Ports {
-			if cp.Name == port.StrVal {
-				p = int(cp.ContainerPort)
-			}
-		}
-		if p == 0 {
-			return nil, "", fmt.Errorf("preStop hook: port %q is not a port of container %s", port.StrVal, c.Name)
+	ref := prober.PodRef{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
+		IP: pod.Status.PodIP, HostNetwork: pod.Spec.HostNetwork}
+	ports := make(map[string]int32, len(c.Ports))
+	for _, cp := range c.Ports {
+		if cp.Name != "" {
+			ports[cp.Name] = cp.ContainerPort
 		}
 	}
-	if p < 1 || p > 65535 {
-		return nil, "", fmt.Errorf("preStop hook: invalid port %d", p)
+	addr, err := prober.Address(ref, host, port, ports)
+	if err != nil {
+		return nil, "", fmt.Errorf("preStop hook: %w", err)
 	}
-	d, err := network.DialerFor(prober.PodRef{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
-		IP: ip, HostNetwork: pod.Spec.HostNetwork})
+	d, err := network.DialerFor(ref)
 	if err != nil {
 		return nil, "", fmt.Errorf("preStop hook: network of the pod: %w", err)
 	}
-	return d, net.JoinHostPort(host, strconv.Itoa(p)), nil
-}
-
-func isLoopback(host string) bool {
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return d, addr, nil
 }
 
 func capOutput(b []byte) string {
