@@ -363,19 +363,24 @@ func TestDescendants(t *testing.T) {
 		t.Skip(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// A forked child shows the shell's command line until it has exec'd
+	// sleep: wait for both to have done so.
+	sleeping := func(ds []int) bool {
+		for _, p := range ds {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+			if !strings.HasPrefix(string(b), "sleep") {
+				return false
+			}
+		}
+		return len(ds) == 2
+	}
 	var ds []int
-	for deadline := time.Now().Add(3 * time.Second); len(ds) < 2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(3 * time.Second); !sleeping(ds) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 		ds = descendants(cmd.Process.Pid)
 	}
-	if len(ds) != 2 {
+	if !sleeping(ds) {
 		t.Fatalf("descendants of sh = %v, want its two sleeps", ds)
-	}
-	for _, p := range ds {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-		if !strings.HasPrefix(string(b), "sleep") {
-			t.Errorf("descendant %d is %q", p, b)
-		}
 	}
 	all := descendants(os.Getpid())
 	if !slices.Contains(all, cmd.Process.Pid) || !slices.Contains(all, ds[0]) {
