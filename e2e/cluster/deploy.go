@@ -6,7 +6,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -46,27 +45,14 @@ func Image() rig.Image {
 	}
 }
 
-// ModuleRoot is the folder of the probeshim module (from the working directory, which is inside
-// it for tests and `go run`).
-func ModuleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == "/dev/null" {
-		return "", fmt.Errorf("not inside the probeshim module")
-	}
-	return filepath.Dir(gomod), nil
-}
-
 // Deploy applies the cluster deployment's manifests (`kubectl apply -k cluster/deploy`, server
 // side) and returns once the Deployment is available, both webhook configurations carry a CA
 // bundle and their webhooks answer (a dry-run PodProbeMarker is validated, a dry-run
-// enhanced-liveness pod is mutated), and the node's NodePodProbe exists. The image (Image) must
+// enhanced-liveness pod is mutated, a dry-run ContainerRecreateRequest for a missing pod is
+// rejected by its webhook), and the node's NodePodProbe exists. The image (Image) must
 // have been imported by the rig. logf gets progress lines.
 func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)) error {
-	root, err := ModuleRoot()
+	root, err := framework.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -177,6 +163,15 @@ func webhooksAnswer(ctx context.Context, c *framework.Cluster) string {
 	}
 	if got.Spec.Containers[0].LivenessProbe != nil {
 		return "enhanced-liveness webhook: the dry-run pod kept its livenessProbe"
+	}
+	crr := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "webhook-check"},
+		Spec: v1alpha1.ContainerRecreateRequestSpec{PodName: "no-such-pod",
+			Containers: []v1alpha1.ContainerRecreateRequestContainer{{Name: "main"}}},
+	}
+	err = c.Client.Create(ctx, crr, &client.CreateOptions{DryRun: dryRun})
+	if err == nil || !strings.Contains(err.Error(), "pod no-such-pod does not exist") {
+		return fmt.Sprintf("ContainerRecreateRequest webhook: want the missing pod rejected, got %v", err)
 	}
 	return ""
 }

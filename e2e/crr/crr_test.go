@@ -20,10 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
 )
 
-func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(cluster.Image()))
+}
 
 const (
 	kruisePodReady corev1.PodConditionType = "KruisePodReady"
@@ -38,9 +41,19 @@ type suite struct {
 
 func TestContainerRecreateRequest(t *testing.T) {
 	c := framework.Get(t)
-	c.InstallCRDs(t)
-	startClusterDeployment(t, c)
+	// The cluster deployment from cluster/deploy (CRDs, RBAC, admission policies, webhooks and
+	// the Deployment itself), as e2e/cluster deploys it.
+	t0 := time.Now()
+	if err := cluster.Deploy(framework.Context(t, 4*time.Minute), c, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster deployment ready in %s", time.Since(t0).Round(time.Millisecond))
 	s := &suite{c: c, svc: c.StartNodeService(t)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))
+		}
+	})
 	s.requireExecutor(t)
 
 	t.Run("admission", s.admission)

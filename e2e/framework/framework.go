@@ -99,6 +99,8 @@ func Main(m *testing.M, opts ...Option) {
 
 func run(m *testing.M, opts ...Option) int {
 	flag.Parse()
+	// Last, after the rig's teardown: the tests' builds (BuildBinary).
+	defer removeBuilds()
 	o := options{rig: rig.Config{Logf: logf}}
 	for _, opt := range opts {
 		opt(&o)
@@ -141,6 +143,7 @@ func run(m *testing.M, opts ...Option) int {
 		if s, ok := <-sigs; ok {
 			fmt.Fprintf(os.Stderr, "e2e: %s: tearing the rig down\n", s)
 			_ = stop()
+			removeBuilds()
 			os.Exit(1)
 		}
 	}()

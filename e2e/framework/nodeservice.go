@@ -40,39 +40,72 @@ var (
 )
 
 // BuildBinary builds a command of this module (e.g. "./shim/cmd/probeshim")
-// into a temporary folder and returns its path.
+// into a temporary folder and returns its path. Main removes the folders of
+// the binary's builds when the tests end; other callers remove
+// filepath.Dir(path) themselves.
 func BuildBinary(pkg string) (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "probeshim-e2e-bin-")
+	dir, err := os.MkdirTemp("", buildDirPrefix)
 	if err != nil {
 		return "", err
 	}
+	buildDirsMu.Lock()
+	buildDirs = append(buildDirs, dir)
+	buildDirsMu.Unlock()
 	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
 }
 
-func moduleRoot() (string, error) {
+// buildDirPrefix starts the names of BuildBinary's temporary folders.
+const buildDirPrefix = "probeshim-e2e-bin-"
+
+var (
+	buildDirsMu sync.Mutex
+	buildDirs   []string // BuildBinary's folders, removed by removeBuilds
+)
+
+// removeBuilds removes the folders of every BuildBinary so far (Main calls it
+// once the tests, and so every service started from them, have ended).
+func removeBuilds() {
+	buildDirsMu.Lock()
+	defer buildDirsMu.Unlock()
+	for _, d := range buildDirs {
+		if err := os.RemoveAll(d); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: removing a build folder:", err)
+		}
+	}
+	buildDirs = nil
+}
+
+// ModuleRoot is the folder of the probeshim module (from the working
+// directory, which is inside it for tests and `go run`).
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/probeshim/probeshim").Output()
 	if err != nil {
-		return "", fmt.Errorf("finding the module root: %w", err)
+		return "", fmt.Errorf("finding the module root (go list -m github.com/probeshim/probeshim): %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("finding the module root: not inside the probeshim module")
+	}
+	return dir, nil
 }
 
 // InstallCRDs applies the project's CRDs and the node RBAC (what a node may do
 // with them) and waits until the CRDs are served.
 func (c *Cluster) InstallCRDs(t testing.TB) {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

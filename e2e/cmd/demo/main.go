@@ -93,7 +93,7 @@ type demo struct {
 
 func up(ctx context.Context) error {
 	d := &demo{t0: time.Now(), steps: 7}
-	root, err := cluster.ModuleRoot()
+	root, err := framework.ModuleRoot()
 	if err != nil {
 		return err
 	}
