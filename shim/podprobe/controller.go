@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,8 +213,8 @@ func (c *Controller) event(t *transition) {
 		reason, typ = v1alpha1.EventReasonProbeFailed, corev1.EventTypeWarning
 	}
 	msg := fmt.Sprintf("probe %s: %s", t.probe, t.state)
-	if t.message != "" {
-		msg += ": " + t.message
+	if m := strings.TrimSpace(t.message); m != "" {
+		msg += ": " + m
 	}
 	c.cfg.Events.Event(ref, typ, reason, msg)
 }

@@ -38,7 +38,7 @@ type ProbeStatus struct {
 	Probe     string `json:"probe"`
 	// Type is the handler: exec, httpGet, tcpSocket or grpc.
 	Type string `json:"type,omitempty"`
-	// Result is Success, Failure or Unknown.
+	// Result is the probe's state as in NodePodProbe status: Succeeded, Failed or Unknown.
 	Result             string    `json:"result"`
 	Message            string    `json:"message,omitempty"`
 	LastProbeTime      time.Time `json:"lastProbeTime,omitzero"`
