@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
@@ -220,33 +219,12 @@ func (s *suite) writeSpec(t *testing.T) {
 }
 
 func (s *suite) readStates(ctx context.Context) (map[string]v1alpha1.ContainerProbeState, error) {
-	npp := s.npp()
-	if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(npp), npp); err != nil {
-		return nil, err
-	}
-	out := map[string]v1alpha1.ContainerProbeState{}
-	for _, ps := range npp.Status.PodProbeStatuses {
-		if ps.UID != string(s.pod.UID) {
-			continue
-		}
-		for _, st := range ps.ProbeStates {
-			out[st.Name] = st
-		}
-	}
-	return out, nil
+	return s.c.ProbeStates(ctx, s.c.Rig.NodeName(), s.pod.UID)
 }
 
 func (s *suite) waitState(t *testing.T, probe string, want v1alpha1.ProbeState, timeout time.Duration) {
 	t.Helper()
-	err := framework.WaitFor(framework.Context(t, timeout+time.Minute), timeout, fmt.Sprintf("probe %s %s", probe, want),
-		func(ctx context.Context) (bool, string, error) {
-			st, err := s.readStates(ctx)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			got, ok := st[probe]
-			return ok && got.State == want, fmt.Sprintf("%+v", got), nil
-		})
+	err := s.c.WaitForProbeState(framework.Context(t, timeout+time.Minute), s.c.Rig.NodeName(), s.pod.UID, probe, want, timeout)
 	if err != nil {
 		out, _ := s.ctr.Run(context.Background(), "journalctl", "--no-pager", "-n", "30", "-u", rigtest.Unit)
 		t.Fatalf("%v\njournal of the packaged service:\n%s", err, out)
