@@ -126,10 +126,13 @@ func TestPodNetwork(t *testing.T) {
 		t.Fatalf("connect to the kubernetes Service %s:443: %v", rig.APIServerServiceIP, err)
 	}
 	// 198.51.100.1 (TEST-NET-2): the rig's netns has no route there, so the
-	// connect fails at once and no packet leaves.
+	// connect fails and no packet leaves. It usually fails at once with
+	// "unreachable" (the rig's ICMP error), but the kernel rate-limits those
+	// errors, so a timeout is the same proof: what matters is that it fails
+	// and that the netns has no default route (below).
 	_, stderr, err := c.Exec(ctx, ns, "net", "net", "sh", "-c", "echo | nc -w 3 198.51.100.1 80")
-	if err == nil || !strings.Contains(stderr, "unreachable") {
-		t.Fatalf("connect out of the rig: want network unreachable, got err=%v stderr=%q", err, stderr)
+	if err == nil || !(strings.Contains(stderr, "unreachable") || strings.Contains(stderr, "timed out")) {
+		t.Fatalf("connect out of the rig: want it to fail (unreachable or timed out), got err=%v stderr=%q", err, stderr)
 	}
 	out, err := c.RunInNetNS(ctx, "ip", "route", "show", "default")
 	if err != nil || strings.TrimSpace(out) != "" {
