@@ -454,9 +454,10 @@ func (s *suite) unready(t *testing.T) {
 	if unreadyAt.IsZero() || !unreadyAt.Before(stopped) {
 		t.Fatalf("the pod was not made not ready before b stopped (not ready at %v, stopped at %v)", unreadyAt, stopped)
 	}
-	// At least the unready grace, then the preStop for at most the 3 s grace, not its 8 s.
-	if d := stopped.Sub(unreadyAt); d < time.Second || d > 6500*time.Millisecond {
-		t.Errorf("b stopped %v after the pod went not ready, want 1 s of unready grace plus at most 3 s of preStop", d)
+	// At least the unready grace, then the preStop cut at the 3 s grace: well under the 1 s + 8 s
+	// an uncut preStop would take, with room for second-granular timestamps and a loaded machine.
+	if d := stopped.Sub(unreadyAt); d < time.Second || d > 8*time.Second {
+		t.Errorf("b stopped %v after the pod went not ready, want 1 s of unready grace plus a preStop cut at the 3 s grace", d)
 	}
 	if readyAgainAt.IsZero() || readyAgainAt.Before(stopped) {
 		t.Errorf("ready again at %v, b stopped at %v", readyAgainAt, stopped)
