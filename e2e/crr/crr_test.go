@@ -337,7 +337,7 @@ func (s *suite) postStart(t *testing.T) {
 
 	a1, b1 := status(pod, "a").ContainerID, status(pod, "b").ContainerID
 	s.waitCompleted(t, s.create(t, pod, "unordered", []string{"a", "b"}), time.Minute)
-	if d := s.stoppedAt(t, b1).Sub(s.stoppedAt(t, a1)).Abs(); d > 3*time.Second {
+	if d := s.stoppedAt(t, b1).Sub(s.stoppedAt(t, a1)).Abs(); d > 4*time.Second {
 		t.Errorf("unordered: a and b stopped %v apart", d)
 	}
 
@@ -374,7 +374,7 @@ func (s *suite) preStop(t *testing.T) {
 	b2 := status(pod, "b")
 	deadline := s.create(t, pod, "deadline", []string{"b"}, func(r *v1alpha1.ContainerRecreateRequest) { r.Spec.ActiveDeadlineSeconds = ptr.To[int64](3) })
 	done := s.waitCompleted(t, deadline, 15*time.Second)
-	if d := done.Status.CompletionTime.Sub(deadline.CreationTimestamp.Time); d > 5*time.Second {
+	if d := done.Status.CompletionTime.Sub(deadline.CreationTimestamp.Time); d > 6*time.Second {
 		t.Errorf("completed %v after creation, want about 3 s", d)
 	}
 	if !strings.Contains(done.Status.Message, "activeDeadlineSeconds") {
