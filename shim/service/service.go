@@ -87,11 +87,9 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		return err
 	}
 
-	var ctrl struct {
-		sync.Mutex
-		*podprobe.Controller
-	}
-	controller := func() *podprobe.Controller { ctrl.Lock(); defer ctrl.Unlock(); return ctrl.Controller }
+	// The controller exists once the API server is reachable; the endpoints
+	// serve before that.
+	var ctrl atomic.Pointer[podprobe.Controller]
 
 	srv := server.New(server.Options{
 		HealthAddress:  cfg.HealthAddress,
@@ -103,14 +101,14 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		Ready: []server.Check{
 			{Name: "runtime", Check: func(context.Context) error { return tracker.Healthy() }},
 			{Name: "nodepodprobe", Check: func(context.Context) error {
-				if c := controller(); c == nil || !c.Synced() {
+				if c := ctrl.Load(); c == nil || !c.Synced() {
 					return errors.New("NodePodProbe not synced yet")
 				}
 				return nil
 			}},
 		},
 		Status: server.StatusFunc(func() []server.ProbeStatus {
-			if c := controller(); c != nil {
+			if c := ctrl.Load(); c != nil {
 				return probeStatuses(c.States())
 			}
 			return nil
@@ -185,9 +183,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		Metrics: writes{m: m, resource: "nodepodprobes/status"},
 		Log:     log,
 	})
-	ctrl.Lock()
-	ctrl.Controller = c
-	ctrl.Unlock()
+	ctrl.Store(c)
 	run(func() { c.Run(ctx) })
 	ex := recreate.New(recreate.Config{
 		Node: cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
