@@ -26,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 const (
@@ -42,7 +44,7 @@ func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
 func runTests(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
-	assets, err := kubeAssets()
+	assets, err := kubebin.Dir()
 	if err != nil {
 		testEnv.skip = err.Error()
 		return m.Run()
@@ -71,34 +73,6 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	return m.Run()
-}
-
-// kubeAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN (what
-// `make e2e` exports), or the rig's cache of built binaries.
-func kubeAssets() (string, error) {
-	var candidates []string
-	for _, env := range []string{"KUBEBUILDER_ASSETS", "PROBESHIM_KUBE_BIN"} {
-		if d := os.Getenv(env); d != "" {
-			candidates = append(candidates, d)
-		}
-	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	found, _ := filepath.Glob(filepath.Join(cache, "kube", "v*"))
-	for i := len(found) - 1; i >= 0; i-- {
-		candidates = append(candidates, found[i])
-	}
-	for _, d := range candidates {
-		if fi, err := os.Stat(filepath.Join(d, "kube-apiserver")); err == nil && fi.Mode()&0o111 != 0 {
-			if fi, err := os.Stat(filepath.Join(d, "etcd")); err == nil && fi.Mode()&0o111 != 0 {
-				return d, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no kube-apiserver and etcd in KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN or %s/kube/*; "+
-		"build them with `make kube-bins`", cache)
 }
 
 func createManifest(ctx context.Context, path string) error {

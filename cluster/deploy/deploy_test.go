@@ -38,39 +38,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/probeshim/probeshim/cluster/webhook"
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 const namespace = "probeshim-system"
-
-func kubeBin() (string, error) {
-	var candidates []string
-	for _, env := range []string{"KUBEBUILDER_ASSETS", "PROBESHIM_KUBE_BIN"} {
-		if d := os.Getenv(env); d != "" {
-			candidates = append(candidates, d)
-		}
-	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	found, _ := filepath.Glob(filepath.Join(cache, "kube", "v*"))
-	for i := len(found) - 1; i >= 0; i-- {
-		candidates = append(candidates, found[i])
-	}
-	for _, d := range candidates {
-		ok := true
-		for _, b := range []string{"kubectl", "kube-apiserver", "etcd"} {
-			if fi, err := os.Stat(filepath.Join(d, b)); err != nil || fi.Mode()&0o111 == 0 {
-				ok = false
-			}
-		}
-		if ok {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no kubectl, kube-apiserver and etcd in KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN or %s/kube/*; "+
-		"build them with `make kube-bins`", cache)
-}
 
 func build(t *testing.T, bin string) []client.Object {
 	t.Helper()
@@ -133,7 +104,7 @@ func find[T client.Object](objs []client.Object, name string) T {
 }
 
 func TestManifests(t *testing.T) {
-	bin, err := kubeBin()
+	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
 	if err != nil {
 		t.Skip("skipped: " + err.Error())
 	}
@@ -205,7 +176,7 @@ func TestManifests(t *testing.T) {
 // The cert-manager component switches the certificate to cert-manager and keeps it where the
 // webhook server reads it.
 func TestCertManagerComponent(t *testing.T) {
-	bin, err := kubeBin()
+	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
 	if err != nil {
 		t.Skip("skipped: " + err.Error())
 	}
@@ -246,7 +217,7 @@ var rbacMarker = regexp.MustCompile(`\+kubebuilder:rbac:groups=([^,]*),resources
 // The deployment's ClusterRole grants what every controller declares it needs, so a controller
 // change that needs more fails here rather than in a cluster.
 func TestRBACCoversControllers(t *testing.T) {
-	bin, err := kubeBin()
+	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
 	if err != nil {
 		t.Skip("skipped: " + err.Error())
 	}
@@ -295,7 +266,7 @@ func TestRBACCoversControllers(t *testing.T) {
 
 // A real API server accepts every object of the build (schemas, CEL of the admission policies).
 func TestManifestsApply(t *testing.T) {
-	bin, err := kubeBin()
+	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
 	if err != nil {
 		t.Skip("skipped: " + err.Error())
 	}

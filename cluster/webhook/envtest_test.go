@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 const (
@@ -62,37 +63,6 @@ var (
 	}
 )
 
-// kubeAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN (what
-// `make e2e` exports), or the rig's cache of built binaries.
-func kubeAssets() (string, error) {
-	var candidates []string
-	for _, env := range []string{"KUBEBUILDER_ASSETS", "PROBESHIM_KUBE_BIN"} {
-		if d := os.Getenv(env); d != "" {
-			candidates = append(candidates, d)
-		}
-	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	found, _ := filepath.Glob(filepath.Join(cache, "kube", "v*"))
-	for i := len(found) - 1; i >= 0; i-- { // newest version first
-		candidates = append(candidates, found[i])
-	}
-	for _, d := range candidates {
-		if isExec(filepath.Join(d, "kube-apiserver")) && isExec(filepath.Join(d, "etcd")) {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("no kube-apiserver and etcd in KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN or %s/kube/*; "+
-		"build them with `make kube-bins`", cache)
-}
-
-func isExec(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
-}
-
 func needEnv(t *testing.T) {
 	t.Helper()
 	if testEnv.skip != "" {
@@ -106,7 +76,7 @@ func TestMain(m *testing.M) {
 
 func runTests(m *testing.M) int {
 	logf.SetLogger(logr.Discard())
-	assets, err := kubeAssets()
+	assets, err := kubebin.Dir()
 	if err != nil {
 		testEnv.skip = err.Error()
 		return m.Run()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/kubebin"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 	shimruntime "github.com/probeshim/probeshim/shim/runtime"
@@ -46,9 +46,9 @@ var envOnce struct {
 func apiServer(t *testing.T) (*rest.Config, client.Client) {
 	t.Helper()
 	envOnce.Do(func() {
-		dir := kubeAssets()
-		if dir == "" {
-			envOnce.skip = "no kube-apiserver and etcd: set KUBEBUILDER_ASSETS or run e2e/kubebin/build.sh"
+		dir, err := kubebin.Dir()
+		if err != nil {
+			envOnce.skip = err.Error()
 			return
 		}
 		env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDDirectoryPaths: []string{"../../apis/crds"}, ErrorIfCRDPathMissing: true}
@@ -63,7 +63,6 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		_ = v1alpha1.AddToScheme(scheme)
-		var err error
 		envOnce.c, err = client.New(env.Config, client.Options{Scheme: scheme})
 		if err != nil {
 			envOnce.skip = err.Error()
@@ -73,29 +72,6 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 		t.Skip("envtest: " + envOnce.skip)
 	}
 	return envOnce.cfg, envOnce.c
-}
-
-// kubeAssets finds kube-apiserver and etcd: KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN, or the
-// cache e2e/kubebin/build.sh fills.
-func kubeAssets() string {
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	dirs := []string{os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("PROBESHIM_KUBE_BIN")}
-	found, _ := filepath.Glob(filepath.Join(cache, "kube", "v*"))
-	slices.Reverse(found) // newest first
-	for _, d := range append(dirs, found...) {
-		if d == "" {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err == nil {
-			if _, err := os.Stat(filepath.Join(d, "etcd")); err == nil {
-				return d
-			}
-		}
-	}
-	return ""
 }
 
 func TestMain(m *testing.M) {

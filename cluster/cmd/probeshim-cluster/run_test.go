@@ -36,35 +36,10 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 const namespace = "probeshim-system"
-
-func kubeAssets() (string, error) {
-	var candidates []string
-	for _, env := range []string{"KUBEBUILDER_ASSETS", "PROBESHIM_KUBE_BIN"} {
-		if d := os.Getenv(env); d != "" {
-			candidates = append(candidates, d)
-		}
-	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	found, _ := filepath.Glob(filepath.Join(cache, "kube", "v*"))
-	for i := len(found) - 1; i >= 0; i-- {
-		candidates = append(candidates, found[i])
-	}
-	for _, d := range candidates {
-		if fi, err := os.Stat(filepath.Join(d, "kube-apiserver")); err == nil && fi.Mode()&0o111 != 0 {
-			if fi, err := os.Stat(filepath.Join(d, "etcd")); err == nil && fi.Mode()&0o111 != 0 {
-				return d, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no kube-apiserver and etcd in KUBEBUILDER_ASSETS, PROBESHIM_KUBE_BIN or %s/kube/*; "+
-		"build them with `make kube-bins`", cache)
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()
@@ -122,7 +97,7 @@ func deployed(t *testing.T, scheme *runtime.Scheme, file, url string) []client.O
 // becomes ready, serves admission over TLS the API server verifies with that bundle, wins the
 // leader election and runs the controllers, whose NodePodProbe writes the policy lets through.
 func TestRun(t *testing.T) {
-	assets, err := kubeAssets()
+	assets, err := kubebin.Dir()
 	if err != nil {
 		t.Skip("integration test skipped: " + err.Error())
 	}

@@ -35,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 // KubeVersion is the Kubernetes release whose binaries the tests look for in the cache.
@@ -54,45 +55,12 @@ type Env struct {
 	done   chan error
 }
 
-// assets finds a folder with kube-apiserver and etcd, or says why there is none.
-func assets() (string, string) {
-	has := func(dir string) bool {
-		for _, b := range []string{"kube-apiserver", "etcd"} {
-			if st, err := os.Stat(filepath.Join(dir, b)); err != nil || st.IsDir() {
-				return false
-			}
-		}
-		return true
-	}
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		if has(dir) {
-			return dir, ""
-		}
-		return "", fmt.Sprintf("KUBEBUILDER_ASSETS=%s has no kube-apiserver and etcd", dir)
-	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	candidates := []string{os.Getenv("PROBESHIM_KUBE_BIN")}
-	if m, _ := filepath.Glob(filepath.Join(cache, "kube", KubeVersion+"-etcd-*")); len(m) > 0 {
-		candidates = append(candidates, m...)
-	}
-	for _, dir := range candidates {
-		if dir != "" && has(dir) {
-			return dir, ""
-		}
-	}
-	return "", fmt.Sprintf("envtest needs kube-apiserver and etcd: set KUBEBUILDER_ASSETS, or run e2e/kubebin/build.sh "+
-		"(it builds them into %s/kube/%s-etcd-<version>)", cache, KubeVersion)
-}
-
 // Start starts the API server and a manager, calls setup to add controllers to it, and starts
 // it. It returns a skip reason instead when the binaries are missing. Call it from TestMain.
 func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
-	dir, skip := assets()
-	if skip != "" {
-		return nil, skip, nil
+	dir, err := kubebin.Dir()
+	if err != nil {
+		return nil, "envtest needs " + err.Error(), nil
 	}
 	if os.Getenv("PROBESHIM_TEST_LOG") != "" {
 		log.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1}))

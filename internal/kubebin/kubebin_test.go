@@ -1,0 +1,32 @@
+package kubebin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDir(t *testing.T) {
+	complete, partial := t.TempDir(), t.TempDir()
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+		if err := os.WriteFile(filepath.Join(complete, b), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(partial, "etcd"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PROBESHIM_CACHE", t.TempDir()) // nothing cached
+
+	t.Setenv("KUBEBUILDER_ASSETS", partial)
+	t.Setenv("PROBESHIM_KUBE_BIN", complete)
+	if d, err := Dir("kubectl", "etcd"); err != nil || d != complete {
+		t.Fatalf("Dir = %q, %v; want the folder that has every binary", d, err)
+	}
+
+	t.Setenv("PROBESHIM_KUBE_BIN", "")
+	if _, err := Dir(); err == nil || !strings.Contains(err.Error(), "make kube-bins") {
+		t.Fatalf("Dir with no complete folder: %v, want an error saying how to build them", err)
+	}
+}
