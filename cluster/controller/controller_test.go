@@ -5,7 +5,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,17 +30,7 @@ var (
 const wait = 10 * time.Second
 
 func TestMain(m *testing.M) {
-	var err error
-	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error { return controller.SetupWithManager(mgr) })
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		env.Stop()
-	}
-	os.Exit(code)
+	testenv.Main(m, func(mgr ctrl.Manager) error { return controller.SetupWithManager(mgr) }, &env, &skipReason)
 }
 
 func spec(node string) (string, error) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,19 +39,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error {
+	testenv.Main(m, func(mgr ctrl.Manager) error {
 		return SetupWithManager(mgr, WithClock(fakeClock), WithPickupTimeout(pickup))
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		env.Stop()
-	}
-	os.Exit(code)
+	}, &env, &skipReason)
 }
 
 func start(t *testing.T) string {

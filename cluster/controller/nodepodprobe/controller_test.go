@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -32,17 +31,7 @@ var (
 const wait = 10 * time.Second
 
 func TestMain(m *testing.M) {
-	var err error
-	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error { return SetupWithManager(mgr) })
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		env.Stop()
-	}
-	os.Exit(code)
+	testenv.Main(m, func(mgr ctrl.Manager) error { return SetupWithManager(mgr) }, &env, &skipReason)
 }
 
 var ctx = context.Background()

@@ -5,7 +5,6 @@ package podstatus
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -31,17 +30,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	env, skipReason, err = testenv.Start(func(mgr ctrl.Manager) error { return SetupWithManager(mgr) })
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if env != nil {
-		env.Stop()
-	}
-	os.Exit(code)
+	testenv.Main(m, func(mgr ctrl.Manager) error { return SetupWithManager(mgr) }, &env, &skipReason)
 }
 
 // fixture is one pod on a NodePodProbe whose spec and status the test writes, as the mapping

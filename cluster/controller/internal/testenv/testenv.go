@@ -213,3 +213,19 @@ func Require(t testing.TB, env *Env, skip string) {
 		t.Skip("skipped: " + skip)
 	}
 }
+
+// Main is a test binary's TestMain: it starts an environment with setup's controllers, stores it
+// (or why there is none) in env and skip for the tests, runs them, stops it and exits.
+func Main(m *testing.M, setup func(ctrl.Manager) error, env **Env, skip *string) {
+	e, reason, err := Start(setup)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*env, *skip = e, reason
+	code := m.Run()
+	if e != nil {
+		e.Stop()
+	}
+	os.Exit(code)
+}
