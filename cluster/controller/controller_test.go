@@ -17,7 +17,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller"
-	"github.com/probeshim/probeshim/cluster/controller/internal/testenv"
+	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 )
 

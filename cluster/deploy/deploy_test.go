@@ -235,7 +235,7 @@ func TestRBACCoversControllers(t *testing.T) {
 		return false
 	}
 	n := 0
-	err = filepath.WalkDir("../controller", func(path string, d fs.DirEntry, err error) error {
+	walk := func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return err
 		}
@@ -255,12 +255,14 @@ func TestRBACCoversControllers(t *testing.T) {
 			}
 		}
 		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	}
+	for _, dir := range []string{"../controller", "../decider"} {
+		if err := filepath.WalkDir(dir, walk); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n == 0 {
-		t.Skip("no +kubebuilder:rbac markers in ../controller")
+		t.Skip("no +kubebuilder:rbac markers in ../controller or ../decider")
 	}
 }
 

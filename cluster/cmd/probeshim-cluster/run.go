@@ -22,6 +22,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller"
+	"github.com/probeshim/probeshim/cluster/decider"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 )
 
@@ -105,7 +106,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if err := controller.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	// WIRING POINT: the liveness decider (a later issue) is set up here.
+	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: o.namespace}); err != nil {
+		return fmt.Errorf("setting up the liveness decider: %w", err)
+	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/cluster/controller/internal/testenv"
+	"github.com/probeshim/probeshim/cluster/internal/testenv"
 )
 
 var (

@@ -78,7 +78,7 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 	env := &envtest.Environment{
 		Scheme:                scheme,
 		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     []string{filepath.Join(filepath.Dir(self), "..", "..", "..", "..", "apis", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join(filepath.Dir(self), "..", "..", "..", "apis", "crds")},
 		ErrorIfCRDPathMissing: true,
 	}
 	// Works without a default route too (e.g. inside the rig's network namespace), where the

@@ -1,0 +1,532 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package decider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+)
+
+// ControllerName names the decider in logs, events and LabelCreatedBy.
+const ControllerName = "liveness-decider"
+
+// Event reasons on pods.
+const (
+	EventReasonRestart       = "LivenessRestart"       // a ContainerRecreateRequest was created
+	EventReasonDryRun        = "LivenessRestartDryRun" // one would have been
+	EventReasonHeld          = "LivenessRestartHeld"   // a protection holds the restart back
+	EventReasonRestartFailed = "LivenessRestartFailed" // the request finished without restarting
+)
+
+// requestGrace is how long after deciding a restart a missing request counts as never created
+// (the decider stopped between writing its record and creating it) rather than finished and
+// deleted: far below the requests' TTL, far above any API server round trip.
+const requestGrace = 2 * time.Minute
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=nodepodprobes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=containerrecreaterequests,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Options configure the decider.
+type Options struct {
+	// Namespace holds the ConfigMap ConfigMapName (the deployment's own namespace).
+	Namespace string
+	// Workers is how many workloads are decided at once (default 2).
+	Workers int
+	// Clock is for tests; the real clock by default.
+	Clock clock.PassiveClock
+}
+
+// SetupWithManager adds the decider to mgr. It runs on the elected leader only, and decides
+// nothing until it has read its configuration.
+func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	if o.Namespace == "" {
+		return fmt.Errorf("the liveness decider needs the namespace of its ConfigMap")
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if err := indexOwners(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing pods by workload: %w", err)
+	}
+	cfg, err := newConfigSource(mgr, o.Namespace)
+	if err != nil {
+		return err
+	}
+	d := &decider{
+		client:    mgr.GetClient(),
+		workloads: workloads{reader: mgr.GetClient()},
+		recorder:  mgr.GetEventRecorder(ControllerName),
+		clock:     o.Clock,
+		config:    cfg,
+		bucket:    newBucket(DefaultSettings()),
+		reported:  map[Workload]map[types.UID]string{},
+		breakers:  map[Workload]bool{},
+	}
+	d.metrics = newMetrics(d.bucket.tokens)
+	cfg.onChange = func(ctx context.Context) { d.resync.all(d.failingWorkloads(ctx)) }
+	if err := mgr.Add(cfg); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		WatchesRawSource(d.resync.source()).
+		Watches(&v1alpha1.NodePodProbe{}, nodePodProbeHandler(d)).
+		Watches(&corev1.Pod{}, podHandler(d)).
+		Watches(&v1alpha1.ContainerRecreateRequest{}, requestHandler(d)).
+		Watches(&policyv1.PodDisruptionBudget{}, budgetHandler(d)).
+		Watches(namespaceMeta(), namespaceHandler(d)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(d)
+}
+
+type decider struct {
+	client    client.Client
+	workloads workloads
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+	config    *configSource
+	bucket    *bucket
+	metrics   *metrics
+	resync    resync
+
+	mu sync.Mutex
+	// reported is the last decision reported per pod of each workload (outcome, reason and
+	// failures), so a restart held for the same reason is told once, not at every reconcile.
+	reported map[Workload]map[types.UID]string
+	breakers map[Workload]bool
+}
+
+func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	settings, cfgErr, loaded := d.config.current()
+	if !loaded {
+		return reconcile.Result{RequeueAfter: time.Second}, nil // never decide before reading the switches
+	}
+	wl, err := workloadOf(req)
+	if err != nil {
+		return reconcile.Result{}, nil
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("workload", wl.String()))
+	pods, err := d.workloads.pods(ctx, wl)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(pods) == 0 {
+		d.forget(wl)
+		return reconcile.Result{}, nil
+	}
+	now := d.clock.Now()
+	byUID := make(map[types.UID]*corev1.Pod, len(pods))
+	views := make([]Pod, 0, len(pods))
+	npps := map[string]*v1alpha1.NodePodProbe{}
+	for _, p := range pods {
+		byUID[p.UID] = p
+		v, err := d.view(ctx, p, npps, now)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		views = append(views, v)
+	}
+	budget, err := d.workloads.budget(ctx, settings, wl, pods)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	nsOff, err := d.namespaceOptedOut(ctx, wl.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d.bucket.configure(now, settings)
+	decisions, breaker := Decide(Input{
+		Now: now, Settings: settings, ConfigErr: cfgErr, Workload: wl, Pods: views,
+		NamespaceOptedOut: nsOff, Budget: budget,
+	}, d.bucket)
+	d.noteBreaker(ctx, wl, breaker)
+
+	var retry time.Duration
+	var errs []error
+	created := map[types.UID]*v1alpha1.ContainerRecreateRequest{}
+	for i := range decisions {
+		dec := &decisions[i]
+		if dec.Outcome == Restart {
+			crr, err := d.restart(ctx, byUID[dec.Pod.UID], dec, settings, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			created[dec.Pod.UID] = crr
+		}
+		if dec.RetryAfter > 0 && (retry == 0 || dec.RetryAfter < retry) {
+			retry = dec.RetryAfter
+		}
+	}
+	d.report(ctx, wl, byUID, created, decisions)
+	if len(errs) > 0 {
+		return reconcile.Result{}, fmt.Errorf("%d of %d restarts not started: %w", len(errs), len(decisions), errs[0])
+	}
+	return reconcile.Result{RequeueAfter: retry}, nil
+}
+
+// view is what Decide needs of pod; it follows up on the request in flight first, which may
+// update the pod's record.
+func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe, now time.Time) (Pod, error) {
+	v := Pod{
+		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: podReady(pod),
+		OptedOut: pod.Annotations[AnnotationRestartDisabled] == "true",
+	}
+	if pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
+		return v, nil // counts for the workload's size and availability only
+	}
+	rec, err := ParseRecord(pod.Annotations)
+	if err != nil {
+		// Someone edited it: acting as if nothing was done is the only reading left; say so.
+		log.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klogRef(pod))
+	}
+	active, err := d.activeRequest(ctx, pod)
+	if err != nil {
+		return v, err
+	}
+	if rec.Request != "" {
+		if rec, active, err = d.followUp(ctx, pod, rec, active, now); err != nil {
+			return v, err
+		}
+	}
+	v.Record, v.Recreating = rec, active
+	v.Failing, err = d.failures(ctx, pod, npps)
+	return v, err
+}
+
+// failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.
+func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe) ([]Failure, error) {
+	node := pod.Spec.NodeName
+	if node == "" {
+		return nil, nil
+	}
+	npp, ok := npps[node]
+	if !ok {
+		npp = &v1alpha1.NodePodProbe{}
+		if err := d.client.Get(ctx, types.NamespacedName{Name: node}, npp); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			npp = nil
+		}
+		npps[node] = npp
+	}
+	if npp == nil {
+		return nil, nil
+	}
+	var out []Failure
+	for i := range npp.Status.PodProbeStatuses {
+		st := &npp.Status.PodProbeStatuses[i]
+		if st.UID != string(pod.UID) {
+			continue
+		}
+		for _, ps := range st.ProbeStates {
+			if c, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok && ps.State == v1alpha1.ProbeFailed {
+				out = append(out, Failure{Container: c, Since: ps.LastTransitionTime.Time})
+			}
+		}
+	}
+	return out, nil
+}
+
+// activeRequest reports whether any ContainerRecreateRequest for pod is still active: the pod
+// is then unavailable, and gets no second one.
+func (d *decider) activeRequest(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	var list v1alpha1.ContainerRecreateRequestList
+	if err := d.client.List(ctx, &list, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{v1alpha1.LabelCRRPodUID: string(pod.UID)}); err != nil {
+		return false, fmt.Errorf("listing the ContainerRecreateRequests of pod %s: %w", klogRef(pod), err)
+	}
+	for i := range list.Items {
+		if !finished(&list.Items[i]) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func finished(crr *v1alpha1.ContainerRecreateRequest) bool {
+	return crr.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted || crr.Status.CompletionTime != nil
+}
+
+// followUp settles the request in pod's record: still running, never created (create it now),
+// or finished (note which containers it did not restart, then delete it).
+func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, active bool, now time.Time) (Record, bool, error) {
+	logger := log.FromContext(ctx).WithValues("pod", klogRef(pod), "crr", rec.Request)
+	crr := &v1alpha1.ContainerRecreateRequest{}
+	err := d.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, crr)
+	switch {
+	case apierrors.IsNotFound(err) && rec.Requested != nil && now.Sub(rec.Requested.Time) < requestGrace:
+		// Recorded but not (yet, in our cache) created: create it; AlreadyExists means it was.
+		var failing []Failure
+		for c, cr := range rec.Containers {
+			if cr.LastRestart.Equal(rec.Requested) {
+				failing = append(failing, Failure{Container: c, Since: cr.Failure.Time})
+			}
+		}
+		slices.SortFunc(failing, func(a, b Failure) int { return strings.Compare(a.Container, b.Container) })
+		if len(failing) > 0 {
+			_, err := d.createRequest(ctx, pod, rec.Request, failing, d.settingsOrDefault())
+			return rec, true, err
+		}
+		fallthrough
+	case apierrors.IsNotFound(err):
+		logger.Info("the restart request is gone; taking it as finished")
+		rec = rec.finished(nil)
+		return rec, active, d.patchRecord(ctx, pod, rec)
+	case err != nil:
+		return rec, active, err
+	case !finished(crr):
+		return rec, true, nil
+	}
+	var notRestarted []string
+	for _, st := range crr.Status.ContainerRecreateStates {
+		if st.Phase != v1alpha1.ContainerRecreateRequestSucceeded {
+			notRestarted = append(notRestarted, st.Name)
+		}
+	}
+	rec = rec.finished(notRestarted)
+	if err := d.patchRecord(ctx, pod, rec); err != nil {
+		return rec, active, err
+	}
+	if len(notRestarted) > 0 {
+		d.recorder.Eventf(pod, crr, corev1.EventTypeWarning, EventReasonRestartFailed, "Restart",
+			"ContainerRecreateRequest %s did not restart %s: %s; the failure will be decided again after the backoff",
+			crr.Name, strings.Join(notRestarted, ", "), crr.Status.Message)
+	}
+	logger.Info("restart request finished", "notRestarted", notRestarted)
+	if crr.Labels[LabelCreatedBy] == ControllerName {
+		err := d.client.Delete(ctx, crr, client.Preconditions{UID: &crr.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return rec, active, fmt.Errorf("deleting the finished ContainerRecreateRequest %s: %w", crr.Name, err)
+		}
+	}
+	return rec, active, nil
+}
+
+func (d *decider) settingsOrDefault() *Settings {
+	s, _, _ := d.config.current()
+	if s == nil {
+		return DefaultSettings()
+	}
+	return s
+}
+
+// restart records the decision on the pod, then creates the request. The record comes first
+// and is written with an optimistic lock: a stale cache or a second replica loses the race
+// there, and the request's name (from the failures) makes a repeated create a no-op.
+func (d *decider) restart(ctx context.Context, pod *corev1.Pod, dec *Decision, s *Settings, now time.Time) (*v1alpha1.ContainerRecreateRequest, error) {
+	attempt := 0
+	for _, f := range dec.Failing {
+		attempt = max(attempt, restartsAfter(s, dec.Pod.Record, f))
+	}
+	name := RequestName(pod.Name, pod.UID, dec.Failing, attempt)
+	rec := dec.Pod.Record.withRestart(s, dec.Failing, now, name)
+	if err := d.patchRecord(ctx, pod, rec); err != nil {
+		return nil, err
+	}
+	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range dec.Failing {
+		if !f.Since.IsZero() {
+			d.metrics.reaction.Observe(now.Sub(f.Since).Seconds())
+		}
+	}
+	dec.Message = fmt.Sprintf("%s; ContainerRecreateRequest %s", dec.Message, name)
+	return crr, nil
+}
+
+func (d *decider) patchRecord(ctx context.Context, pod *corev1.Pod, rec Record) error {
+	orig := pod.DeepCopy()
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	if rec.Request == "" && len(rec.Containers) == 0 {
+		delete(pod.Annotations, AnnotationRestarts)
+	} else {
+		pod.Annotations[AnnotationRestarts] = rec.format()
+	}
+	if err := d.client.Patch(ctx, pod, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("recording the restart on pod %s: %w", klogRef(pod), err)
+	}
+	return nil
+}
+
+// createRequest creates the request; one that exists already (the same decision, made before)
+// is no error and comes back nil.
+func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name string, failing []Failure, s *Settings) (*v1alpha1.ContainerRecreateRequest, error) {
+	containers := make([]v1alpha1.ContainerRecreateRequestContainer, len(failing))
+	for i, f := range failing {
+		containers[i] = v1alpha1.ContainerRecreateRequestContainer{Name: f.Container}
+	}
+	crr := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: pod.Namespace,
+			// The pod labels are the mutating webhook's too; set here, the decider's own
+			// bookkeeping does not depend on the webhook.
+			Labels: map[string]string{LabelCreatedBy: ControllerName,
+				v1alpha1.LabelCRRPodUID: string(pod.UID), v1alpha1.LabelCRRNodeName: pod.Spec.NodeName},
+			// Garbage collected with the pod.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
+		},
+		Spec: v1alpha1.ContainerRecreateRequestSpec{
+			PodName:    pod.Name,
+			Containers: containers,
+			Strategy: &v1alpha1.ContainerRecreateRequestStrategy{
+				FailurePolicy:                 v1alpha1.ContainerRecreateRequestFailurePolicyFail,
+				TerminationGracePeriodSeconds: grace(pod, failing),
+			},
+			TTLSecondsAfterFinished: ptr.To(int32(s.RequestTTL / time.Second)),
+		},
+	}
+	err := d.client.Create(ctx, crr)
+	if apierrors.IsAlreadyExists(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating ContainerRecreateRequest %s/%s: %w", pod.Namespace, name, err)
+	}
+	log.FromContext(ctx).Info("restarting containers whose liveness probe failed", "pod", klogRef(pod), "crr", name,
+		"containers", containerList(failing))
+	return crr, nil
+}
+
+// grace is the longest terminationGracePeriodSeconds of the failing containers' liveness
+// probes, as the kubelet uses the probe's value when it kills for liveness; the pod's when no
+// probe sets one.
+func grace(pod *corev1.Pod, failing []Failure) *int64 {
+	var g *int64
+	if probes, err := v1alpha1.ParseContainerProbeContext(pod.Annotations[v1alpha1.AnnotationContainerProbeContext]); err == nil {
+		for _, p := range probes {
+			for _, f := range failing {
+				if p.Name == f.Container && p.LivenessProbe.TerminationGracePeriodSeconds != nil &&
+					(g == nil || *p.LivenessProbe.TerminationGracePeriodSeconds > *g) {
+					g = ptr.To(*p.LivenessProbe.TerminationGracePeriodSeconds)
+				}
+			}
+		}
+	}
+	if g == nil && pod.Spec.TerminationGracePeriodSeconds != nil {
+		g = ptr.To(*pod.Spec.TerminationGracePeriodSeconds)
+	}
+	return g
+}
+
+// report tells each decision on its pod and in the metrics, once per change of outcome, reason
+// or failures. Events that differ only in their note would be folded into one series by the
+// event recorder, so a restart names its request as the related object and a hold its reason as
+// the action.
+func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*corev1.Pod,
+	created map[types.UID]*v1alpha1.ContainerRecreateRequest, decisions []Decision) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev := d.reported[wl]
+	next := make(map[types.UID]string, len(decisions))
+	for i := range decisions {
+		dec := &decisions[i]
+		key := fmt.Sprintf("%s/%s/%v", dec.Outcome, dec.Reason, dec.Failing)
+		next[dec.Pod.UID] = key
+		crr := created[dec.Pod.UID]
+		if dec.Outcome == Restart && crr == nil {
+			continue // not started (the error is retried), or started before by an earlier decision
+		}
+		if dec.Outcome != Restart && prev[dec.Pod.UID] == key {
+			continue
+		}
+		d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()
+		pod := pods[dec.Pod.UID]
+		switch dec.Outcome {
+		case Restart:
+			d.recorder.Eventf(pod, crr, corev1.EventTypeNormal, EventReasonRestart, "Restart", "%s", dec.Message)
+		case DryRun:
+			d.recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventReasonDryRun, "DryRun", "%s", dec.Message)
+		default:
+			d.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReasonHeld, string(dec.Reason),
+				"restart of %s held back (%s): %s", containerList(dec.Failing), dec.Reason, dec.Message)
+		}
+		log.FromContext(ctx).Info("liveness restart decision", "pod", klogRef(pod), "outcome", dec.Outcome,
+			"reason", dec.Reason, "message", dec.Message)
+	}
+	if len(next) == 0 {
+		delete(d.reported, wl)
+	} else {
+		d.reported[wl] = next
+	}
+}
+
+func (d *decider) noteBreaker(ctx context.Context, wl Workload, b Breaker) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.breakers[wl] == b.Open {
+		return
+	}
+	if b.Open {
+		d.breakers[wl] = true
+		log.FromContext(ctx).Info("circuit breaker opened: holding every liveness restart of the workload",
+			"failing", b.Failing, "pods", b.Total)
+	} else {
+		delete(d.breakers, wl)
+		log.FromContext(ctx).Info("circuit breaker closed", "failing", b.Failing, "pods", b.Total)
+	}
+	d.metrics.breakersOpen.Set(float64(len(d.breakers)))
+}
+
+// forget drops what the decider remembers of a workload that has no pods left.
+func (d *decider) forget(wl Workload) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.reported, wl)
+	if d.breakers[wl] {
+		delete(d.breakers, wl)
+		d.metrics.breakersOpen.Set(float64(len(d.breakers)))
+	}
+}
+
+func (d *decider) namespaceOptedOut(ctx context.Context, ns string) (bool, error) {
+	m := namespaceMeta()
+	if err := d.client.Get(ctx, types.NamespacedName{Name: ns}, m); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return m.Annotations[AnnotationRestartDisabled] == "true", nil
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func klogRef(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

@@ -1,0 +1,443 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package decider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/internal/testenv"
+)
+
+// The decider against a real API server: the NodePodProbe status plays the node service, the
+// test plays the CRR executor (it completes the requests).
+
+const configNamespace = "probeshim-system"
+
+var (
+	env        *testenv.Env
+	skipReason string
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, func(mgr ctrl.Manager) error {
+		// Fast backoff so the tests see a second restart within seconds.
+		if err := writeConfig(mgr.GetConfig(), "backoff: {initial: 1s, max: 4s}"); err != nil {
+			return err
+		}
+		return SetupWithManager(mgr, Options{Namespace: configNamespace})
+	}, &env, &skipReason)
+}
+
+// writeConfig, before the manager runs, creates the config namespace and ConfigMap.
+func writeConfig(cfg *rest.Config, doc string) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: configNamespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configNamespace},
+		Data: map[string]string{ConfigKey: doc}}
+	return c.Create(ctx, cm)
+}
+
+// replicaSet is a ReplicaSet controlled by Deployment deployment (which need not exist: no
+// garbage collector runs here).
+func replicaSet(ns, name, deployment string) *appsv1.ReplicaSet {
+	labels := map[string]string{"app": deployment}
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "apps/v1", Kind: "Deployment", Name: deployment, UID: "deployment-" + types.UID(deployment),
+			Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+			},
+		},
+	}
+}
+
+type fixture struct {
+	t    *testing.T
+	ns   string
+	node string
+}
+
+func newFixture(t *testing.T) *fixture {
+	testenv.Require(t, env, skipReason)
+	f := &fixture{t: t, ns: env.Namespace(t), node: testenv.Name("node")}
+	npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: f.node}}
+	if err := env.Client.Create(context.Background(), npp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), npp) })
+	return f
+}
+
+// deployment makes n Ready enhanced-liveness pods of a Deployment (through a ReplicaSet).
+func (f *fixture) deployment(name string, n int, edit func(*corev1.Pod)) []*corev1.Pod {
+	f.t.Helper()
+	ctx := context.Background()
+	typed := replicaSet(f.ns, name+"-rs", name)
+	if err := env.Client.Create(ctx, typed); err != nil {
+		f.t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range n {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", name, i), Namespace: f.ns,
+				Labels:      map[string]string{"app": name},
+				Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: typed.Name,
+					UID: typed.UID, Controller: ptr.To(true)}},
+			},
+			Spec: corev1.PodSpec{NodeName: f.node, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+		}
+		if edit != nil {
+			edit(pod)
+		}
+		pods = append(pods, f.ready(pod))
+	}
+	return pods
+}
+
+func (f *fixture) ready(pod *corev1.Pod) *corev1.Pod {
+	f.t.Helper()
+	pod = env.RunningPod(f.t, pod, "10.0.0.1")
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
+		f.t.Fatal(err)
+	}
+	return pod
+}
+
+// setStates writes the liveness states of pods into the node's NodePodProbe status, as the node
+// service would: state for the listed pods, Succeeded for the rest.
+func (f *fixture) setStates(all []*corev1.Pod, state v1alpha1.ProbeState, since time.Time, failing ...*corev1.Pod) {
+	f.t.Helper()
+	ctx := context.Background()
+	npp := &v1alpha1.NodePodProbe{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: f.node}, npp); err != nil {
+		f.t.Fatal(err)
+	}
+	npp.Status.PodProbeStatuses = nil
+	for _, p := range all {
+		st := v1alpha1.ProbeSucceeded
+		for _, fp := range failing {
+			if fp.UID == p.UID {
+				st = state
+			}
+		}
+		npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, v1alpha1.PodProbeStatus{
+			Name: p.Name, Namespace: p.Namespace, UID: string(p.UID),
+			ProbeStates: []v1alpha1.ContainerProbeState{{Name: v1alpha1.LivenessProbeName("app"), State: st,
+				LastProbeTime: metav1.Now(), LastTransitionTime: metav1.NewTime(since)}},
+		})
+	}
+	if err := env.Client.Status().Update(ctx, npp); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) requests() []v1alpha1.ContainerRecreateRequest {
+	f.t.Helper()
+	var list v1alpha1.ContainerRecreateRequestList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+		f.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (f *fixture) waitRequests(n int) []v1alpha1.ContainerRecreateRequest {
+	f.t.Helper()
+	var got []v1alpha1.ContainerRecreateRequest
+	testenv.Eventually(f.t, 10*time.Second, func() error {
+		if got = f.requests(); len(got) != n {
+			return fmt.Errorf("%d requests, want %d", len(got), n)
+		}
+		return nil
+	})
+	return got
+}
+
+// complete finishes the request as the node service would.
+func (f *fixture) complete(crr *v1alpha1.ContainerRecreateRequest, phase v1alpha1.ContainerRecreateRequestPhase) {
+	f.t.Helper()
+	crr.Status = v1alpha1.ContainerRecreateRequestStatus{
+		Phase: v1alpha1.ContainerRecreateRequestCompleted, CompletionTime: ptr.To(metav1.Now()),
+		ContainerRecreateStates: []v1alpha1.ContainerRecreateRequestContainerRecreateState{{Name: "app", Phase: phase}},
+	}
+	if err := env.Client.Status().Update(context.Background(), crr); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) record(pod *corev1.Pod) Record {
+	f.t.Helper()
+	cur := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+		f.t.Fatal(err)
+	}
+	r, err := ParseRecord(cur.Annotations)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+// waitEvent waits for an event on pod with reason whose note contains text.
+func (f *fixture) waitEvent(pod *corev1.Pod, reason, text string) {
+	f.t.Helper()
+	testenv.Eventually(f.t, 10*time.Second, func() error {
+		var list eventsv1.EventList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == pod.Name {
+				if e.Reason == reason && strings.Contains(e.Note, text) {
+					return nil
+				}
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+		}
+		return fmt.Errorf("no %s event with %q on %s; seen %q", reason, text, pod.Name, seen)
+	})
+}
+
+func TestRestartOnceThroughARequest(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("web", 6, func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = ptr.To(int64(7)) })
+	since := time.Now().Add(-time.Second).Truncate(time.Second)
+	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[2])
+
+	crr := f.waitRequests(1)[0]
+	if crr.Spec.PodName != pods[2].Name || len(crr.Spec.Containers) != 1 || crr.Spec.Containers[0].Name != "app" ||
+		crr.Labels[LabelCreatedBy] != ControllerName || crr.Spec.Strategy == nil ||
+		crr.Spec.Strategy.FailurePolicy != v1alpha1.ContainerRecreateRequestFailurePolicyFail ||
+		ptr.Deref(crr.Spec.Strategy.TerminationGracePeriodSeconds, 0) != 7 || crr.Spec.TTLSecondsAfterFinished == nil {
+		t.Fatalf("request: %+v", crr)
+	}
+	rec := f.record(pods[2])
+	if rec.Request != crr.Name || rec.Containers["app"].Restarts != 1 || !rec.Containers["app"].Failure.Time.Equal(since) {
+		t.Fatalf("record: %+v", rec)
+	}
+	f.waitEvent(pods[2], EventReasonRestart, crr.Name)
+
+	// The node restarts the container; the decider deletes its finished request and keeps the
+	// record. The stale Failed state (same transition time) restarts nothing more.
+	f.complete(&crr, v1alpha1.ContainerRecreateRequestSucceeded)
+	f.waitRequests(0)
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if r := f.record(pods[2]); r.Request != "" {
+			return fmt.Errorf("record still names request %s", r.Request)
+		}
+		return nil
+	})
+	testenv.Consistently(t, 1500*time.Millisecond, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d new requests for the same failure", n)
+		}
+		return nil
+	})
+
+	// A new failure after the restart: restarted again, once the 1s backoff is over.
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now().Truncate(time.Second).Add(time.Second), pods[2])
+	crr2 := f.waitRequests(1)[0]
+	if crr2.Name == crr.Name {
+		t.Fatal("the second failure reused the first request's name")
+	}
+	if r := f.record(pods[2]); r.Containers["app"].Restarts != 2 {
+		t.Errorf("second restart counted as %d", r.Containers["app"].Restarts)
+	}
+}
+
+func TestCircuitBreakerHoldsAll(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("bad-probe", 6, nil)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods...)
+	for _, p := range pods {
+		f.waitEvent(p, EventReasonHeld, string(ReasonCircuitBreakerOpen))
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("%d requests with the breaker open", n)
+	}
+	// Most recover: the breaker closes and the one still failing is restarted.
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0])
+	if crr := f.waitRequests(1)[0]; crr.Spec.PodName != pods[0].Name {
+		t.Fatalf("restarted %s, want %s", crr.Spec.PodName, pods[0].Name)
+	}
+}
+
+func TestPodDisruptionBudgetPacesRestarts(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("paced", 6, nil)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "paced", Namespace: f.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "paced"}}},
+	}
+	if err := env.Client.Create(context.Background(), pdb); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0], pods[1], pods[2])
+	restarted := map[string]bool{}
+	for len(restarted) < 3 {
+		crr := f.waitRequests(1)[0] // never two at once
+		if restarted[crr.Spec.PodName] {
+			t.Fatalf("%s restarted twice", crr.Spec.PodName)
+		}
+		restarted[crr.Spec.PodName] = true
+		if len(restarted) == 1 { // the other two wait for the budget, and say whose
+			for _, p := range pods[:3] {
+				if p.Name != crr.Spec.PodName {
+					f.waitEvent(p, EventReasonHeld, "PodDisruptionBudget "+f.ns+"/paced")
+				}
+			}
+		}
+		f.complete(&crr, v1alpha1.ContainerRecreateRequestSucceeded)
+		testenv.Eventually(t, 10*time.Second, func() error {
+			for _, r := range f.requests() {
+				if r.Name == crr.Name {
+					return fmt.Errorf("finished request %s not deleted yet", r.Name)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+func TestSwitchesHold(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("switched", 4, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-0") {
+			p.Annotations[AnnotationRestartDisabled] = "true"
+		}
+	})
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, string(ReasonPodOptedOut))
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("%d requests despite the pod's switch", n)
+	}
+	// Switch off the pod's switch: the restart goes ahead.
+	cur := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pods[0]), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	delete(cur.Annotations, AnnotationRestartDisabled)
+	if err := env.Client.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequests(1)
+}
+
+// The decider stopped after recording a decision and before creating its request: the next
+// look at the pod creates it, under the recorded name.
+func TestRecordedButNotCreated(t *testing.T) {
+	f := newFixture(t)
+	since := time.Now().Truncate(time.Second)
+	name := "lost-0-liveness-recorded"
+	pods := f.deployment("lost", 4, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-0") {
+			rec := Record{Request: name, Requested: &metav1.Time{Time: time.Now().Truncate(time.Second)},
+				Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1,
+					LastRestart: metav1.NewTime(time.Now().Truncate(time.Second))}}}
+			p.Annotations[AnnotationRestarts] = rec.format()
+		}
+	})
+	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[0])
+	if crr := f.waitRequests(1)[0]; crr.Name != name {
+		t.Fatalf("created %s, want the recorded %s", crr.Name, name)
+	}
+	testenv.Consistently(t, time.Second, func() error {
+		if n := len(f.requests()); n != 1 {
+			return fmt.Errorf("%d requests", n)
+		}
+		return nil
+	})
+}
+
+// A request that could not restart the container: the failure is decided again, after the
+// backoff.
+func TestFailedRequestIsRetried(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("retry", 4, nil)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[1])
+	first := f.waitRequests(1)[0]
+	f.complete(&first, v1alpha1.ContainerRecreateRequestFailed)
+	f.waitEvent(pods[1], EventReasonRestartFailed, first.Name)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		for _, r := range f.requests() {
+			if r.Name == first.Name {
+				return fmt.Errorf("failed request %s still there", r.Name)
+			}
+			if r.Spec.PodName == pods[1].Name {
+				return nil // the retry, a new attempt under a new name
+			}
+		}
+		return fmt.Errorf("no retry yet")
+	})
+}
+
+func TestConfigAppliesAtRunTime(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	setDoc := func(doc string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: configNamespace, Name: ConfigMapName}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{ConfigKey: doc}
+		if err := env.Client.Update(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { setDoc("backoff: {initial: 1s, max: 4s}") })
+
+	setDoc("enabled: false\nbackoff: {initial: 1s, max: 4s}")
+	pods := f.deployment("cfg", 4, nil)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[3])
+	f.waitEvent(pods[3], EventReasonHeld, string(ReasonDisabled))
+
+	setDoc("enabeld: true") // a typo holds everything, and says so
+	f.waitEvent(pods[3], EventReasonHeld, string(ReasonConfigInvalid))
+
+	setDoc("dryRun: true")
+	f.waitEvent(pods[3], EventReasonDryRun, "container app")
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("%d requests in dry run", n)
+	}
+
+	setDoc("blacklist: {workloads: [Deployment/" + f.ns + "/cfg]}")
+	f.waitEvent(pods[3], EventReasonHeld, string(ReasonBlacklisted))
+
+	setDoc("enabled: true")
+	f.waitRequests(1)
+}

@@ -1,0 +1,294 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package decider
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Workload is what a pod belongs to for the purpose of availability: its controller, with a
+// ReplicaSet resolved to its Deployment; a bare pod is its own workload.
+type Workload struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+func (w Workload) String() string { return w.Kind + "/" + w.Namespace + "/" + w.Name }
+
+// Pod is what the decision needs to know of one pod of the workload.
+type Pod struct {
+	Name string
+	UID  types.UID
+	// Labels select the pod for the blacklist.
+	Labels map[string]string
+	// Ready is the pod's Ready condition.
+	Ready bool
+	// Recreating: a ContainerRecreateRequest for the pod is active (anyone's).
+	Recreating bool
+	// OptedOut: the pod carries the emergency switch (AnnotationRestartDisabled).
+	OptedOut bool
+	// Failing lists the containers whose enhanced liveness state is Failed.
+	Failing []Failure
+	// Record is what the decider did to the pod before (from AnnotationRestarts).
+	Record Record
+}
+
+// Failure is a container's liveness state Failed since Since (the state's lastTransitionTime).
+// The pair identifies one failure: a container restarted and failing again fails anew, with a
+// later Since.
+type Failure struct {
+	Container string
+	Since     time.Time
+}
+
+// Input is a workload's state at Now.
+type Input struct {
+	Now      time.Time
+	Settings *Settings
+	// ConfigErr, when set, holds every restart: the operator meant something the decider cannot
+	// read, and a restart is the unsafe guess.
+	ConfigErr error
+	Workload  Workload
+	// Pods are the workload's pods that are not being deleted.
+	Pods []Pod
+	// NamespaceOptedOut: the namespace carries AnnotationRestartDisabled.
+	NamespaceOptedOut bool
+	// Budget is the most pods of the workload that may be unavailable at once.
+	Budget Budget
+}
+
+// Budget is a workload's maxUnavailable and where it comes from.
+type Budget struct {
+	MaxUnavailable int
+	Source         string // "PodDisruptionBudget shop/cart-pdb" or "default 25%"
+}
+
+// Tokens is the cluster-wide rate limit on new requests.
+type Tokens interface {
+	// Take takes a token at now, or says how long until one is there.
+	Take(now time.Time) (ok bool, wait time.Duration)
+}
+
+// Outcome of a decision.
+type Outcome string
+
+const (
+	Restart Outcome = "restart" // a ContainerRecreateRequest is to be created
+	DryRun  Outcome = "dry_run" // it would be, but the decider runs dry
+	Held    Outcome = "held"    // a protection holds the restart back, see Reason
+)
+
+// Reason why a restart is held back (or, for Restart and DryRun, the liveness failure).
+type Reason string
+
+const (
+	ReasonLivenessFailed     Reason = "LivenessFailed"
+	ReasonConfigInvalid      Reason = "ConfigInvalid"
+	ReasonDisabled           Reason = "Disabled"
+	ReasonNamespaceOptedOut  Reason = "NamespaceOptedOut"
+	ReasonPodOptedOut        Reason = "PodOptedOut"
+	ReasonBlacklisted        Reason = "Blacklisted"
+	ReasonCircuitBreakerOpen Reason = "CircuitBreakerOpen"
+	ReasonRecreateInProgress Reason = "RecreateInProgress"
+	ReasonBackoff            Reason = "Backoff"
+	ReasonMaxUnavailable     Reason = "MaxUnavailable"
+	ReasonRateLimited        Reason = "RateLimited"
+)
+
+// Decision for one pod with new liveness failures.
+type Decision struct {
+	Pod     *Pod
+	Failing []Failure // the new failures the decision is about
+	Outcome Outcome
+	Reason  Reason
+	Message string
+	// RetryAfter, when positive, is when the held restart is worth deciding again without any
+	// other change (backoff, rate limit).
+	RetryAfter time.Duration
+}
+
+// Breaker is the state of a workload's circuit breaker.
+type Breaker struct {
+	Open           bool
+	Failing, Total int
+}
+
+// Decide makes the decisions for one workload: for each pod with liveness failures the decider
+// has not acted on, restart it or say what holds the restart back. The order of the checks is
+// the order of their authority: what an operator switched off first, then the protections of
+// the workload, then the pacing. It takes tokens only for restarts (and dry-run ones, so that a
+// dry run reports the rate limit as it would happen).
+func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
+	breaker := breakerState(in)
+	unavailable := map[types.UID]bool{}
+	for i := range in.Pods {
+		if p := &in.Pods[i]; !p.Ready || p.Recreating {
+			unavailable[p.UID] = true
+		}
+	}
+
+	// Oldest failure first: the budget and the tokens go to who waited longest.
+	var candidates []*Pod
+	fresh := map[types.UID][]Failure{}
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		if f := p.newFailures(); len(f) > 0 {
+			candidates = append(candidates, p)
+			fresh[p.UID] = f
+		}
+	}
+	slices.SortStableFunc(candidates, func(a, b *Pod) int {
+		return fresh[a.UID][0].Since.Compare(fresh[b.UID][0].Since)
+	})
+
+	var out []Decision
+	for _, p := range candidates {
+		d := Decision{Pod: p, Failing: fresh[p.UID]}
+		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, breaker, unavailable, tokens)
+		if d.Outcome != Held {
+			unavailable[p.UID] = true
+		}
+		out = append(out, d)
+	}
+	return out, breaker
+}
+
+func decideOne(in Input, p *Pod, failing []Failure, breaker Breaker, unavailable map[types.UID]bool, tokens Tokens) (Outcome, Reason, string, time.Duration) {
+	s := in.Settings
+	held := func(r Reason, format string, args ...any) (Outcome, Reason, string, time.Duration) {
+		return Held, r, fmt.Sprintf(format, args...), 0
+	}
+	switch {
+	case in.ConfigErr != nil:
+		return held(ReasonConfigInvalid, "the decider's configuration (ConfigMap %s) is invalid: %v", ConfigMapName, in.ConfigErr)
+	case !s.Enabled:
+		return held(ReasonDisabled, "restarts are switched off cluster-wide (enabled: false in ConfigMap %s)", ConfigMapName)
+	case in.NamespaceOptedOut:
+		return held(ReasonNamespaceOptedOut, "namespace %s has the annotation %s=true", in.Workload.Namespace, AnnotationRestartDisabled)
+	case p.OptedOut:
+		return held(ReasonPodOptedOut, "the pod has the annotation %s=true", AnnotationRestartDisabled)
+	}
+	if why := s.blacklisted(in.Workload, p.Labels); why != "" {
+		return held(ReasonBlacklisted, "%s", why)
+	}
+	if breaker.Open {
+		return held(ReasonCircuitBreakerOpen, "circuit breaker open for %s: %d of its %d pods fail liveness at once (opens above %s), so the cause is likely shared and restarts would not cure it",
+			in.Workload, breaker.Failing, breaker.Total, s.FailingShare.String())
+	}
+	if p.Recreating {
+		return held(ReasonRecreateInProgress, "a ContainerRecreateRequest for the pod is still active")
+	}
+	if wait, restarts := backoffLeft(in.Now, s, p.Record, failing); wait > 0 {
+		return Held, ReasonBackoff, fmt.Sprintf("back-off %s restarting container %s (restarted %d times)",
+			wait.Round(time.Second), failing[0].Container, restarts), wait
+	}
+	others := len(unavailable)
+	if unavailable[p.UID] {
+		others--
+	}
+	if others+1 > in.Budget.MaxUnavailable {
+		return held(ReasonMaxUnavailable, "%d of %s's pods are unavailable or being recreated; maxUnavailable is %d (%s)",
+			others, in.Workload, in.Budget.MaxUnavailable, in.Budget.Source)
+	}
+	if ok, wait := tokens.Take(in.Now); !ok {
+		return Held, ReasonRateLimited, fmt.Sprintf("cluster-wide rate limit of %v restarts per second (burst %d); next token in %s",
+			s.QPS, s.Burst, wait.Round(time.Millisecond)), wait
+	}
+	msg := fmt.Sprintf("liveness probe failed: %s", containerList(failing))
+	if s.DryRun {
+		return DryRun, ReasonLivenessFailed, "dry run, no restart: " + msg, 0
+	}
+	return Restart, ReasonLivenessFailed, msg, 0
+}
+
+// newFailures are the pod's failures the decider has not acted on, oldest first.
+func (p *Pod) newFailures() []Failure {
+	var out []Failure
+	for _, f := range p.Failing {
+		if c, ok := p.Record.Containers[f.Container]; ok && !f.Since.After(c.Failure.Time) {
+			continue // acted on already; the state predates the restart
+		}
+		out = append(out, f)
+	}
+	slices.SortStableFunc(out, func(a, b Failure) int { return a.Since.Compare(b.Since) })
+	return out
+}
+
+// breakerState counts the workload's pods failing liveness (acted on or not).
+func breakerState(in Input) Breaker {
+	b := Breaker{Total: len(in.Pods)}
+	for i := range in.Pods {
+		if len(in.Pods[i].Failing) > 0 {
+			b.Failing++
+		}
+	}
+	if in.Settings == nil || b.Failing < in.Settings.MinFailingPods {
+		return b
+	}
+	share, err := intstr.GetScaledValueFromIntOrPercent(&in.Settings.FailingShare, 100, false)
+	if err != nil {
+		return b
+	}
+	// failing/total > share/100, in integers
+	b.Open = b.Failing*100 > share*b.Total
+	return b
+}
+
+// backoffLeft is how long the restart of failing must still wait, and the restart count the
+// wait comes from: the longest wait of the containers. Like the kubelet, the first restart is
+// immediate, the next waits Initial, doubling up to Max; a container that last restarted more
+// than ResetAfter before its new failure starts over.
+func backoffLeft(now time.Time, s *Settings, rec Record, failing []Failure) (time.Duration, int) {
+	var longest time.Duration
+	var count int
+	for _, f := range failing {
+		c, ok := rec.Containers[f.Container]
+		if !ok || c.Restarts == 0 || f.Since.Sub(c.LastRestart.Time) >= s.BackoffResetAfter {
+			continue
+		}
+		wait := s.BackoffInitial * time.Duration(math.Pow(2, float64(min(c.Restarts-1, 30))))
+		if wait > s.BackoffMax || wait <= 0 {
+			wait = s.BackoffMax
+		}
+		if left := c.LastRestart.Add(wait).Sub(now); left > longest {
+			longest, count = left, c.Restarts
+		}
+	}
+	return longest, count
+}
+
+// restartsAfter is the count of the container's restarts including one now: reset like the
+// backoff when the previous restart is older than ResetAfter.
+func restartsAfter(s *Settings, rec Record, f Failure) int {
+	c, ok := rec.Containers[f.Container]
+	if !ok || f.Since.Sub(c.LastRestart.Time) >= s.BackoffResetAfter {
+		return 1
+	}
+	return c.Restarts + 1
+}
+
+// MaxUnavailable scales v against a workload of total pods: a percentage rounds down (up when
+// roundUp, as a PodDisruptionBudget's maxUnavailable does), and never goes below atLeast.
+func MaxUnavailable(v intstr.IntOrString, total int, roundUp bool, atLeast int) int {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, roundUp)
+	if err != nil {
+		return atLeast
+	}
+	return max(n, atLeast)
+}
+
+func containerList(failing []Failure) string {
+	names := make([]string, len(failing))
+	for i, f := range failing {
+		names[i] = "container " + f.Container
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,349 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package decider
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// fakeTokens hands out n tokens, then says the next comes in wait.
+type fakeTokens struct {
+	n    int
+	wait time.Duration
+}
+
+func (f *fakeTokens) Take(time.Time) (bool, time.Duration) {
+	if f.n > 0 {
+		f.n--
+		return true, 0
+	}
+	return false, f.wait
+}
+
+func plenty() *fakeTokens { return &fakeTokens{n: 1000} }
+
+func healthy(name string) Pod {
+	return Pod{Name: name, UID: types.UID("uid-" + name), Ready: true, Labels: map[string]string{"app": "web"}}
+}
+
+func failing(name string, since time.Duration, containers ...string) Pod {
+	p := healthy(name)
+	if len(containers) == 0 {
+		containers = []string{"app"}
+	}
+	for _, c := range containers {
+		p.Failing = append(p.Failing, Failure{Container: c, Since: t0.Add(since)})
+	}
+	return p
+}
+
+func with(p Pod, edit func(*Pod)) Pod { edit(&p); return p }
+
+func settings(edit func(*Config)) *Settings {
+	var c Config
+	if edit != nil {
+		edit(&c)
+	}
+	s, err := c.Settings()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func input(s *Settings, pods ...Pod) Input {
+	return Input{
+		Now: t0.Add(time.Minute), Settings: s,
+		Workload: Workload{Kind: "Deployment", Namespace: "shop", Name: "web"},
+		Pods:     pods,
+		Budget:   Budget{MaxUnavailable: MaxUnavailable(s.DefaultMaxUnavailable, len(pods), false, 1), Source: "default"},
+	}
+}
+
+func six(failingPods int) []Pod {
+	var pods []Pod
+	for i := range 6 {
+		name := fmt.Sprintf("web-%d", i)
+		if i < failingPods {
+			pods = append(pods, failing(name, time.Duration(i)*time.Second))
+		} else {
+			pods = append(pods, healthy(name))
+		}
+	}
+	return pods
+}
+
+// summary is "<pod>:<outcome>/<reason>" for each decision, in order.
+func summary(ds []Decision) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%s:%s/%s", d.Pod.Name, d.Outcome, d.Reason))
+	}
+	return strings.Join(parts, " ")
+}
+
+func TestDecide(t *testing.T) {
+	def := settings(nil)
+	off := settings(func(c *Config) { c.Enabled = new(bool) })
+	dry := settings(func(c *Config) { c.DryRun = true })
+	black := settings(func(c *Config) {
+		c.Blacklist = Blacklist{Namespaces: []string{"legacy"}, Selectors: []string{"tier=db"}, Workloads: []string{"Deployment/shop/web"}}
+	})
+	blackSel := settings(func(c *Config) { c.Blacklist = Blacklist{Selectors: []string{"app=web"}} })
+	recorded := func(p Pod, restarts int, lastRestart time.Duration) Pod {
+		p.Record = Record{Containers: map[string]ContainerRecord{"app": {
+			Failure: metav1.Time{Time: t0.Add(-time.Hour)}, Restarts: restarts, LastRestart: metav1.Time{Time: t0.Add(lastRestart)},
+		}}}
+		return p
+	}
+
+	tests := []struct {
+		name   string
+		in     Input
+		tokens *fakeTokens
+		want   string
+		retry  time.Duration // of the first decision
+		open   bool
+	}{
+		{name: "healthy workload: nothing to decide", in: input(def, six(0)...), want: ""},
+		{name: "one of six fails: restart", in: input(def, six(1)...), want: "web-0:restart/LivenessFailed"},
+		{name: "two of six fail: the default 25% of 6 is 1, oldest first",
+			in: input(def, six(2)...), want: "web-0:restart/LivenessFailed web-1:held/MaxUnavailable"},
+		{name: "three of six is not more than half: breaker closed",
+			in: with2(input(def, six(3)...), func(in *Input) { in.Budget.MaxUnavailable = 1 }),
+			want: "web-0:restart/LivenessFailed web-1:held/MaxUnavailable web-2:held/MaxUnavailable"},
+		{name: "four of six: breaker open, nothing restarts", in: input(def, six(4)...), open: true,
+			want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen web-2:held/CircuitBreakerOpen web-3:held/CircuitBreakerOpen"},
+		{name: "all of six: breaker open", in: input(def, six(6)...), open: true,
+			want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen web-2:held/CircuitBreakerOpen web-3:held/CircuitBreakerOpen web-4:held/CircuitBreakerOpen web-5:held/CircuitBreakerOpen"},
+		{name: "a bare pod failing alone: below minFailingPods, restart",
+			in: input(def, failing("solo", 0)), want: "solo:restart/LivenessFailed"},
+		{name: "two pods both failing: breaker open (2 > 50% of 2, at least 2)",
+			in: input(def, failing("a", 0), failing("b", 0)), open: true,
+			want: "a:held/CircuitBreakerOpen b:held/CircuitBreakerOpen"},
+		{name: "config invalid holds first",
+			in:   with2(input(def, six(1)...), func(in *Input) { in.ConfigErr = errors.New("bad") }),
+			want: "web-0:held/ConfigInvalid"},
+		{name: "global switch off", in: input(off, six(1)...), want: "web-0:held/Disabled"},
+		{name: "namespace opted out",
+			in:   with2(input(def, six(1)...), func(in *Input) { in.NamespaceOptedOut = true }),
+			want: "web-0:held/NamespaceOptedOut"},
+		{name: "pod emergency switch",
+			in:   input(def, with(failing("web-0", 0), func(p *Pod) { p.OptedOut = true }), healthy("web-1")),
+			want: "web-0:held/PodOptedOut"},
+		{name: "blacklisted workload", in: input(black, six(1)...), want: "web-0:held/Blacklisted"},
+		{name: "blacklisted by selector", in: input(blackSel, six(1)...), want: "web-0:held/Blacklisted"},
+		{name: "blacklisted namespace",
+			in:   with2(input(black, six(1)...), func(in *Input) { in.Workload = Workload{Kind: "StatefulSet", Namespace: "legacy", Name: "x"} }),
+			want: "web-0:held/Blacklisted"},
+		{name: "dry run decides but does not restart", in: input(dry, six(1)...), want: "web-0:dry_run/LivenessFailed"},
+		{name: "dry run still respects maxUnavailable",
+			in: input(dry, six(2)...), want: "web-0:dry_run/LivenessFailed web-1:held/MaxUnavailable"},
+		{name: "request in flight for the pod",
+			in:   input(def, with(failing("web-0", 0), func(p *Pod) { p.Recreating = true }), healthy("web-1")),
+			want: "web-0:held/RecreateInProgress"},
+		{name: "another pod being recreated uses the budget",
+			in:   input(def, failing("web-0", 0), with(healthy("web-1"), func(p *Pod) { p.Recreating = true }), healthy("w2"), healthy("w3")),
+			want: "web-0:held/MaxUnavailable"},
+		{name: "an unready pod uses the budget",
+			in:   input(def, failing("web-0", 0), with(healthy("web-1"), func(p *Pod) { p.Ready = false }), healthy("w2"), healthy("w3")),
+			want: "web-0:held/MaxUnavailable"},
+		{name: "the failing pod's own unreadiness does not count twice",
+			in:   input(def, with(failing("web-0", 0), func(p *Pod) { p.Ready = false }), healthy("w1"), healthy("w2"), healthy("w3")),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "PDB allowing none",
+			in:   with2(input(def, six(1)...), func(in *Input) { in.Budget = Budget{MaxUnavailable: 0, Source: "PodDisruptionBudget shop/pdb"} }),
+			want: "web-0:held/MaxUnavailable"},
+		{name: "rate limited", in: input(def, six(1)...), tokens: &fakeTokens{wait: 700 * time.Millisecond},
+			want: "web-0:held/RateLimited", retry: 700 * time.Millisecond},
+		{name: "one token for two workload budgets",
+			in:     with2(input(def, six(2)...), func(in *Input) { in.Budget.MaxUnavailable = 2 }),
+			tokens: &fakeTokens{n: 1, wait: time.Second},
+			want:   "web-0:restart/LivenessFailed web-1:held/RateLimited", retry: 0},
+		{name: "already acted on: the state predates the restart",
+			in: input(def, with(failing("web-0", 0), func(p *Pod) {
+				p.Record = Record{Containers: map[string]ContainerRecord{"app": {Failure: metav1.Time{Time: t0}, Restarts: 1, LastRestart: metav1.Time{Time: t0}}}}
+			}), healthy("w1")),
+			want: ""},
+		{name: "first restart: no backoff", in: input(def, failing("web-0", 0), healthy("w1")), want: "web-0:restart/LivenessFailed"},
+		{name: "second failure 30s after the first restart: 10s backoff over",
+			in:   input(def, recorded(failing("web-0", 0), 1, -30*time.Second), healthy("w1")),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "second failure right after the first restart: wait 10s from the restart",
+			in:   input(def, recorded(failing("web-0", 55*time.Second), 1, 55*time.Second), healthy("w1")),
+			want: "web-0:held/Backoff", retry: 5 * time.Second},
+		{name: "fourth restart: 40s backoff",
+			in:   input(def, recorded(failing("web-0", 50*time.Second), 3, 40*time.Second), healthy("w1")),
+			want: "web-0:held/Backoff", retry: 20 * time.Second},
+		{name: "backoff capped at 5m",
+			in:   input(def, recorded(failing("web-0", 55*time.Second), 20, 50*time.Second), healthy("w1")),
+			want: "web-0:held/Backoff", retry: 4*time.Minute + 50*time.Second},
+		{name: "ran 10m healthy since the restart: backoff reset",
+			in:   with2(input(def, recorded(failing("web-0", 11*time.Minute), 20, 0), healthy("w1")), func(in *Input) { in.Now = t0.Add(11 * time.Minute) }),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "two containers: one request for both",
+			in: input(def, failing("web-0", 0, "app", "sidecar"), healthy("w1")), want: "web-0:restart/LivenessFailed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tokens := tt.tokens
+			if tokens == nil {
+				tokens = plenty()
+			}
+			ds, b := Decide(tt.in, tokens)
+			if got := summary(ds); got != tt.want {
+				t.Errorf("decisions:\n got %s\nwant %s", got, tt.want)
+			}
+			if b.Open != tt.open {
+				t.Errorf("breaker open = %v, want %v (%d of %d failing)", b.Open, tt.open, b.Failing, b.Total)
+			}
+			if len(ds) > 0 && ds[0].RetryAfter != tt.retry {
+				t.Errorf("retry after %s, want %s", ds[0].RetryAfter, tt.retry)
+			}
+			for _, d := range ds {
+				if d.Message == "" {
+					t.Errorf("%s: decision without a message", d.Pod.Name)
+				}
+			}
+		})
+	}
+}
+
+func with2(in Input, edit func(*Input)) Input { edit(&in); return in }
+
+// The messages are what a person reads in kubectl describe pod: they name the cause and the
+// number behind it.
+func TestDecideMessages(t *testing.T) {
+	ds, _ := Decide(input(settings(nil), six(6)...), plenty())
+	if msg := ds[0].Message; !strings.Contains(msg, "6 of its 6 pods") || !strings.Contains(msg, "50%") {
+		t.Errorf("breaker message: %s", msg)
+	}
+	ds, _ = Decide(input(settings(nil), six(2)...), plenty())
+	if msg := ds[1].Message; !strings.Contains(msg, "maxUnavailable is 1") || !strings.Contains(msg, "default") {
+		t.Errorf("maxUnavailable message: %s", msg)
+	}
+	ds, _ = Decide(input(settings(nil), six(1)...), plenty())
+	if msg := ds[0].Message; !strings.Contains(msg, "container app") {
+		t.Errorf("restart message: %s", msg)
+	}
+}
+
+// The breaker needs a share strictly above its threshold and the minimum count.
+func TestBreakerThresholds(t *testing.T) {
+	tests := []struct {
+		share           string
+		min, fail, pods int
+		open            bool
+	}{
+		{"50%", 2, 3, 6, false},
+		{"50%", 2, 4, 6, true},
+		{"50%", 2, 1, 1, false}, // one pod alone is not systemic
+		{"50%", 1, 1, 1, true},
+		{"0%", 2, 2, 100, true},
+		{"100%", 2, 10, 10, false}, // never opens
+		{"30%", 3, 2, 4, false},    // 50% but fewer than 3
+	}
+	for _, tt := range tests {
+		s := settings(func(c *Config) {
+			c.CircuitBreaker = CircuitBreaker{FailingShare: ptrTo(intstr.FromString(tt.share)), MinFailingPods: &tt.min}
+		})
+		var pods []Pod
+		for i := range tt.pods {
+			if i < tt.fail {
+				pods = append(pods, failing(fmt.Sprint(i), 0))
+			} else {
+				pods = append(pods, healthy(fmt.Sprint(i)))
+			}
+		}
+		if b := breakerState(input(s, pods...)); b.Open != tt.open {
+			t.Errorf("share %s min %d: %d of %d failing: open = %v, want %v", tt.share, tt.min, tt.fail, tt.pods, b.Open, tt.open)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestMaxUnavailable(t *testing.T) {
+	tests := []struct {
+		v       intstr.IntOrString
+		total   int
+		roundUp bool
+		atLeast int
+		want    int
+	}{
+		{intstr.FromString("25%"), 6, false, 1, 1},
+		{intstr.FromString("25%"), 8, false, 1, 2},
+		{intstr.FromString("25%"), 1, false, 1, 1},
+		{intstr.FromString("25%"), 6, true, 0, 2},
+		{intstr.FromInt32(3), 6, false, 1, 3},
+		{intstr.FromInt32(0), 6, false, 0, 0},
+	}
+	for _, tt := range tests {
+		if got := MaxUnavailable(tt.v, tt.total, tt.roundUp, tt.atLeast); got != tt.want {
+			t.Errorf("MaxUnavailable(%s, %d, %v, %d) = %d, want %d", tt.v.String(), tt.total, tt.roundUp, tt.atLeast, got, tt.want)
+		}
+	}
+}
+
+func TestRecord(t *testing.T) {
+	s := settings(nil)
+	var rec Record
+	f := []Failure{{Container: "app", Since: t0}}
+	rec = rec.withRestart(s, f, t0.Add(time.Second), "web-0-liveness-x")
+	if c := rec.Containers["app"]; c.Restarts != 1 || !c.Failure.Time.Equal(t0) || rec.Request != "web-0-liveness-x" {
+		t.Fatalf("after the first restart: %+v", rec)
+	}
+	parsed, err := ParseRecord(map[string]string{AnnotationRestarts: rec.format()})
+	if err != nil || parsed.Request != rec.Request || parsed.Containers["app"].Restarts != 1 {
+		t.Fatalf("round trip: %+v, %v", parsed, err)
+	}
+	// The same container fails again a minute later: the count grows.
+	rec = rec.finished(nil).withRestart(s, []Failure{{Container: "app", Since: t0.Add(time.Minute)}}, t0.Add(time.Minute), "n2")
+	if c := rec.Containers["app"]; c.Restarts != 2 {
+		t.Fatalf("second restart counted %d", c.Restarts)
+	}
+	// A request that did not restart the container forgets the failure but keeps the count.
+	done := rec.finished([]string{"app"})
+	if c := done.Containers["app"]; !c.Failure.IsZero() || c.Restarts != 2 || done.Request != "" {
+		t.Fatalf("after a failed request: %+v", done)
+	}
+	// Failing again after more than resetAfter: the count starts over.
+	rec = rec.finished(nil).withRestart(s, []Failure{{Container: "app", Since: t0.Add(time.Hour)}}, t0.Add(time.Hour), "n3")
+	if c := rec.Containers["app"]; c.Restarts != 1 {
+		t.Fatalf("after a reset: %d restarts", c.Restarts)
+	}
+	if _, err := ParseRecord(map[string]string{AnnotationRestarts: "{"}); err == nil {
+		t.Error("a broken record parsed")
+	}
+}
+
+func TestRequestName(t *testing.T) {
+	f := []Failure{{Container: "app", Since: t0}}
+	a := RequestName("web-0", "u1", f, 1)
+	if a != RequestName("web-0", "u1", f, 1) {
+		t.Error("not deterministic")
+	}
+	if a == RequestName("web-0", "u1", []Failure{{Container: "app", Since: t0.Add(time.Second)}}, 1) {
+		t.Error("a new failure got the old name")
+	}
+	if a == RequestName("web-0", "u1", f, 2) {
+		t.Error("a retry got the failed attempt's name")
+	}
+	if a == RequestName("web-0", "u2", f, 1) {
+		t.Error("a new pod of the same name got the old name")
+	}
+	long := RequestName(strings.Repeat("x", 300), "u1", f, 1)
+	if len(long) > 253 || !strings.HasPrefix(a, "web-0-liveness-") {
+		t.Errorf("names: %q (%d chars), %q", long[:20], len(long), a)
+	}
+}

@@ -1,0 +1,269 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package decider
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+)
+
+// What wakes a workload up: a liveness state of one of its pods changing (NodePodProbe status),
+// its pods changing readiness, switches or records, a restart request coming or going, a
+// PodDisruptionBudget or the namespace's switch changing, or the configuration changing.
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func usesEnhancedLiveness(o client.Object) bool {
+	return o.GetAnnotations()[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
+}
+
+// enqueuePod adds the workload of the pod named ns/name, when it still is the pod with uid
+// (any uid when empty) and uses the enhanced liveness probe.
+func (d *decider) enqueuePod(ctx context.Context, q queue, ns, name string, uid types.UID) {
+	pod := &corev1.Pod{}
+	if err := d.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
+		return
+	}
+	if (uid == "" || pod.UID == uid) && usesEnhancedLiveness(pod) {
+		q.Add(request(d.workloads.of(ctx, pod)))
+	}
+}
+
+// statusKey is a pod of a NodePodProbe status.
+type statusKey struct {
+	namespace, name string
+	uid             types.UID
+}
+
+// livenessStates summarises the liveness states of each pod of a NodePodProbe status.
+func livenessStates(npp *v1alpha1.NodePodProbe) map[statusKey]string {
+	out := map[statusKey]string{}
+	for i := range npp.Status.PodProbeStatuses {
+		st := &npp.Status.PodProbeStatuses[i]
+		var sig string
+		for _, ps := range st.ProbeStates {
+			if _, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok {
+				sig += fmt.Sprintf("%s=%s@%d;", ps.Name, ps.State, ps.LastTransitionTime.Unix())
+			}
+		}
+		if sig != "" {
+			out[statusKey{st.Namespace, st.Name, types.UID(st.UID)}] = sig
+		}
+	}
+	return out
+}
+
+func nodePodProbeHandler(d *decider) handler.EventHandler {
+	enqueueChanged := func(ctx context.Context, q queue, old, cur map[statusKey]string) {
+		for k, sig := range cur {
+			if old[k] != sig {
+				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid)
+			}
+		}
+		for k := range old {
+			if _, ok := cur[k]; !ok {
+				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			enqueueChanged(ctx, q, nil, livenessStates(e.Object.(*v1alpha1.NodePodProbe)))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			enqueueChanged(ctx, q, livenessStates(e.ObjectOld.(*v1alpha1.NodePodProbe)), livenessStates(e.ObjectNew.(*v1alpha1.NodePodProbe)))
+		},
+	}
+}
+
+func podHandler(d *decider) handler.EventHandler {
+	add := func(ctx context.Context, q queue, o client.Object) {
+		if usesEnhancedLiveness(o) {
+			q.Add(request(d.workloads.of(ctx, o.(*corev1.Pod))))
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			old, cur := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+			if podChanged(old, cur) {
+				add(ctx, q, old)
+				add(ctx, q, cur)
+			}
+		},
+	}
+}
+
+// podChanged: a change that can change a decision of the pod's workload.
+func podChanged(old, cur *corev1.Pod) bool {
+	annotation := func(p *corev1.Pod, k string) string { return p.Annotations[k] }
+	for _, k := range []string{AnnotationRestarts, AnnotationRestartDisabled, v1alpha1.AnnotationUsingEnhancedLiveness} {
+		if annotation(old, k) != annotation(cur, k) {
+			return true
+		}
+	}
+	return podReady(old) != podReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+		old.Status.Phase != cur.Status.Phase || !mapsEqual(old.Labels, cur.Labels)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func requestHandler(d *decider) handler.EventHandler {
+	add := func(ctx context.Context, q queue, o client.Object) {
+		crr := o.(*v1alpha1.ContainerRecreateRequest)
+		d.enqueuePod(ctx, q, crr.Namespace, crr.Spec.PodName, types.UID(crr.Labels[v1alpha1.LabelCRRPodUID]))
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if finished(e.ObjectOld.(*v1alpha1.ContainerRecreateRequest)) != finished(e.ObjectNew.(*v1alpha1.ContainerRecreateRequest)) {
+				add(ctx, q, e.ObjectNew)
+			}
+		},
+	}
+}
+
+// enqueueNamespace adds the workloads of the namespace's pods that use the enhanced liveness
+// probe and match sel (every pod when sel is nil).
+func (d *decider) enqueueNamespace(ctx context.Context, q queue, ns string, sel *metav1.LabelSelector) {
+	var pods corev1.PodList
+	opts := []client.ListOption{client.InNamespace(ns)}
+	if sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return
+		}
+		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
+	}
+	if err := d.client.List(ctx, &pods, opts...); err != nil {
+		log.FromContext(ctx).Error(err, "listing pods to decide again", "namespace", ns)
+		return
+	}
+	seen := map[Workload]bool{}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; usesEnhancedLiveness(p) {
+			if w := d.workloads.of(ctx, p); !seen[w] {
+				seen[w] = true
+				q.Add(request(w))
+			}
+		}
+	}
+}
+
+func budgetHandler(d *decider) handler.EventHandler {
+	add := func(ctx context.Context, q queue, o client.Object) {
+		pdb := o.(*policyv1.PodDisruptionBudget)
+		d.enqueueNamespace(ctx, q, pdb.Namespace, pdb.Spec.Selector)
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			add(ctx, q, e.ObjectOld)
+			add(ctx, q, e.ObjectNew)
+		},
+	}
+}
+
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return m
+}
+
+func namespaceHandler(d *decider) handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			k := AnnotationRestartDisabled
+			if e.ObjectOld.GetAnnotations()[k] != e.ObjectNew.GetAnnotations()[k] {
+				d.enqueueNamespace(ctx, q, e.ObjectNew.GetName(), nil)
+			}
+		},
+	}
+}
+
+// failingWorkloads are the workloads with a pod whose liveness state is Failed: the ones a
+// configuration change can decide differently.
+func (d *decider) failingWorkloads(ctx context.Context) []reconcile.Request {
+	var npps v1alpha1.NodePodProbeList
+	if err := d.client.List(ctx, &npps); err != nil {
+		log.FromContext(ctx).Error(err, "listing NodePodProbes to decide again")
+		return nil
+	}
+	seen := map[reconcile.Request]bool{}
+	var out []reconcile.Request
+	for i := range npps.Items {
+		for _, st := range npps.Items[i].Status.PodProbeStatuses {
+			for _, ps := range st.ProbeStates {
+				if _, ok := v1alpha1.ParseLivenessProbeName(ps.Name); !ok || ps.State != v1alpha1.ProbeFailed {
+					continue
+				}
+				pod := &corev1.Pod{}
+				if err := d.client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, pod); err != nil ||
+					string(pod.UID) != st.UID {
+					break
+				}
+				if r := request(d.workloads.of(ctx, pod)); !seen[r] {
+					seen[r] = true
+					out = append(out, r)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// resync is a source through which the decider queues work of its own (after a configuration
+// change).
+type resync struct {
+	mu sync.Mutex
+	q  queue
+}
+
+func (r *resync) source() source.Source {
+	return source.Func(func(_ context.Context, q queue) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.q = q
+		return nil
+	})
+}
+
+func (r *resync) all(reqs []reconcile.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.q == nil {
+		return // not started: the first reconciles read the configuration anyway
+	}
+	for _, req := range reqs {
+		r.q.Add(req)
+	}
+}
