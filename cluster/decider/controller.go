@@ -82,6 +82,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	d := &decider{
 		client:    mgr.GetClient(),
+		live:      mgr.GetAPIReader(),
 		workloads: workloads{reader: mgr.GetClient()},
 		recorder:  mgr.GetEventRecorder(ControllerName),
 		clock:     o.Clock,
@@ -109,6 +110,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 
 type decider struct {
 	client    client.Client
+	live      client.Reader // uncached, for the one read a lagging cache must not answer
 	workloads workloads
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
@@ -286,6 +288,16 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 	switch {
 	case apierrors.IsNotFound(err) && rec.Requested != nil && now.Sub(rec.Requested.Time) < requestGrace:
 		// Recorded but not (yet, in our cache) created: create it; AlreadyExists means it was.
+		// The pod and request caches lag independently: a request finished and deleted after
+		// its record was cleared would look just like this with a stale pod, so only the live
+		// record may send us on.
+		live := &corev1.Pod{}
+		if err := d.live.Get(ctx, client.ObjectKeyFromObject(pod), live); err != nil {
+			return rec, active, client.IgnoreNotFound(err)
+		}
+		if liveRec, _ := ParseRecord(live.Annotations); liveRec.Request != rec.Request {
+			return liveRec, active, nil
+		}
 		var failing []Failure
 		for c, cr := range rec.Containers {
 			if cr.LastRestart.Equal(rec.Requested) {
