@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/e2e/framework"
 )
@@ -367,7 +368,9 @@ func (s *suite) testEnhancedLiveness(t *testing.T) {
 	app.LivenessProbe = liveness.DeepCopy()
 	side := framework.Shell("side", "exec sleep 1000000") // no liveness probe: nothing to move
 	pod := framework.NewPod(ns, "svc-0", app, side)
-	pod.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+	// The decider's emergency switch keeps it from restarting (e2e/decider tests that), so a
+	// restart below could only be the kubelet's.
+	pod.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", decider.AnnotationRestartDisabled: "true"}
 	pod = s.c.CreatePod(t, pod)
 
 	for _, ctr := range pod.Spec.Containers {
