@@ -61,6 +61,7 @@ func TestPackages(t *testing.T) {
 	t.Run("deb", func(t *testing.T) { t.Parallel(); testDeb(t, f) })
 	t.Run("rpm", func(t *testing.T) { t.Parallel(); testRPM(t, f) })
 	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
+	t.Run("cri-socket", func(t *testing.T) { t.Parallel(); testCRISocket(t, f) })
 	t.Run("no-systemd", func(t *testing.T) { t.Parallel(); testWithoutSystemd(t, f) })
 	t.Run("rig", func(t *testing.T) { testOnRig(t, f) })
 }
@@ -121,6 +122,8 @@ func setup(t *testing.T) *fixture {
 		}
 		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "sandboxcheck"),
 			"./packaging/internal/sandboxcheck")
+		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "cricheck"),
+			"./packaging/internal/cricheck")
 	})
 	for i := range f.deb {
 		f.deb[i] = filepath.Join(f.build, f.deb[i])
@@ -321,6 +324,7 @@ func testRPM(t *testing.T, f *fixture) {
 	step(t, "rpm -i: enabled and started", func() {
 		n.sh("rpm -i %s %s 2>&1", rpmOpts, in(f.rpm[0]))
 		pid = n.expectStartedOnBareNode()
+		expectCRISocketOff(t, n)
 	})
 
 	step(t, "environment file /etc/sysconfig/probeshim reaches the service", func() {
@@ -391,12 +395,15 @@ func testWithoutSystemd(t *testing.T, f *fixture) {
 	script := fmt.Sprintf(`set -e
 test ! -d /run/systemd/system
 wants=/etc/systemd/system/multi-user.target.wants/probeshim.service
+sockwants=/etc/systemd/system/sockets.target.wants/probeshim-cri.socket
 dpkg -i %s
 test -L $wants || { echo "deb: not enabled"; exit 1; }
+test ! -e $sockwants || { echo "deb: CRI socket enabled"; exit 1; }
 dpkg -P probeshim
 test ! -e $wants || { echo "deb: still enabled after purge"; exit 1; }
 rpm -i --nodeps %s 2>&1
 test -L $wants || { echo "rpm: not enabled"; exit 1; }
+test ! -e $sockwants || { echo "rpm: CRI socket enabled"; exit 1; }
 rpm -e --nodeps probeshim 2>&1
 test ! -e $wants || { echo "rpm: still enabled after erase"; exit 1; }
 echo no-systemd-ok`, in(f.deb[0]), in(f.rpm[0]))
@@ -449,6 +456,120 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 			t.Fatalf("the unit's sandbox is wrong (%s):\n%s", status, out)
 		}
 		t.Logf("sandbox checks:\n%s", out)
+	})
+}
+
+const (
+	criSocketUnit = "probeshim-cri.socket"
+	criSocket     = "/run/probeshim/cri.sock"
+	// What the service logs when it serves the socket systemd passed (shim/service/criproxy.go).
+	activatedLog = "CRI proxy serving the socket activated by systemd"
+)
+
+// expectCRISocketOff checks the state right after an install: the socket unit is there, disabled
+// and not listening, and nothing serves the CRI proxy's socket.
+func expectCRISocketOff(t *testing.T, n *node) {
+	t.Helper()
+	if !n.exists("/usr/lib/systemd/system/" + criSocketUnit) {
+		t.Fatalf("%s not installed", criSocketUnit)
+	}
+	if got, _ := n.try("systemctl is-enabled %s", criSocketUnit); got != "disabled" {
+		t.Fatalf("%s is-enabled = %q after install, want disabled", criSocketUnit, got)
+	}
+	if got, _ := n.try("systemctl is-active %s", criSocketUnit); got == "active" {
+		t.Fatalf("%s is active after install", criSocketUnit)
+	}
+	if n.exists(criSocket) {
+		t.Fatalf("%s exists after install, with CRI proxy mode off", criSocket)
+	}
+}
+
+// testCRISocket switches a node to CRI proxy mode with the packaged socket unit, against a stand-in
+// for containerd's CRI (packaging/internal/cricheck), and checks what the kubelet relies on: the
+// socket serves CRI, calls keep succeeding across a restart of the service (systemd holds the
+// socket), a connection while the service is stopped starts it, and switching back leaves no socket.
+func testCRISocket(t *testing.T, f *fixture) {
+	n := bootNode(t, f, "pkgtest-cri", nspawn.Options{})
+	step(t, "install: socket unit present, disabled, no socket", func() {
+		n.sh("dpkg -i %s", in(f.deb[0]))
+		n.expectStartedOnBareNode()
+		expectCRISocketOff(t, n)
+	})
+
+	step(t, "enable the socket: the service serves it and says so", func() {
+		n.sh("systemd-run --quiet --unit=fake-containerd /pkgs/cricheck serve /run/containerd/containerd.sock")
+		// systemd refuses to start a socket unit while its service runs: stop, start both.
+		n.sh("systemctl enable %s 2>&1 && systemctl stop %s && systemctl start %s %s", criSocketUnit, unit, criSocketUnit, unit)
+		n.expectRunning(true)
+		if got := n.sh("stat -c %%a:%%F:%%U %s", criSocket); got != "660:socket:root" {
+			t.Fatalf("%s: %s, want 660:socket:root", criSocket, got)
+		}
+		n.eventually("logging that it serves the activated socket", 20*time.Second, func() bool {
+			out, _ := n.try("journalctl --no-pager -o cat -u %s | grep -c '%s'", unit, activatedLog)
+			return out != "" && out != "0"
+		})
+		if got := n.sh("/pkgs/cricheck call %s", criSocket); got != "cricheck-fake-containerd" {
+			t.Fatalf("CRI Version through the proxy answered %q", got)
+		}
+	})
+
+	step(t, "restart under load: no kubelet-like call fails", func() {
+		n.sh(`systemd-run --quiet --unit=cri-loop /bin/sh -c '/pkgs/cricheck loop %s 15s >/tmp/cri-loop.out 2>&1; echo rc=$? >>/tmp/cri-loop.out'`, criSocket)
+		time.Sleep(3 * time.Second)
+		before := n.prop("MainPID")
+		n.sh("systemctl restart %s", unit)
+		if after := n.expectRunning(true); after == before {
+			t.Fatalf("main PID unchanged after restart")
+		}
+		var out string
+		n.eventually("the call loop to finish", 60*time.Second, func() bool {
+			out, _ = n.try("cat /tmp/cri-loop.out")
+			return strings.Contains(out, "rc=")
+		})
+		if !strings.Contains(out, "rc=0") || !strings.Contains(out, "failures=0") {
+			t.Fatalf("calls failed across a restart of the service:\n%s", out)
+		}
+		t.Logf("calls across the restart: %s", out)
+	})
+
+	step(t, "service stopped: systemd holds the socket and a connection starts the service", func() {
+		n.sh("systemctl stop %s", unit)
+		if got, _ := n.try("systemctl is-active %s", criSocketUnit); got != "active" {
+			t.Fatalf("%s is %q with the service stopped, want active", criSocketUnit, got)
+		}
+		if !n.exists(criSocket) {
+			t.Fatalf("%s gone with the service stopped (RuntimeDirectoryPreserve)", criSocket)
+		}
+		if got := n.sh("/pkgs/cricheck call %s", criSocket); got != "cricheck-fake-containerd" {
+			t.Fatalf("CRI Version while the service was stopped answered %q", got)
+		}
+		// Started by the connection. The proxy served before READY=1, which waits for containerd
+		// (here a stand-in that is not one) up to its grace period.
+		n.eventually("the socket-started service to be up", 30*time.Second, func() bool {
+			return n.prop("ActiveState") == "active" && n.prop("SubState") == "running"
+		})
+		n.expectRunning(true)
+	})
+
+	step(t, "switch back: socket gone, service runs without it", func() {
+		n.sh("systemctl disable --now %s 2>&1 && systemctl restart %s", criSocketUnit, unit)
+		n.expectRunning(true)
+		if n.exists(criSocket) {
+			t.Fatalf("%s left after disabling the socket unit", criSocket)
+		}
+	})
+
+	step(t, "remove and purge with the socket enabled: stopped, then its enablement deleted", func() {
+		n.sh("systemctl enable %s 2>&1 && systemctl stop %s && systemctl start %s %s", criSocketUnit, unit, criSocketUnit, unit)
+		n.sh("dpkg -r probeshim")
+		n.expectStopped()
+		if got, _ := n.try("systemctl is-active %s", criSocketUnit); got == "active" {
+			t.Fatalf("%s still active after remove", criSocketUnit)
+		}
+		n.sh("dpkg -P probeshim")
+		if n.exists("/etc/systemd/system/sockets.target.wants/" + criSocketUnit) {
+			t.Fatalf("enablement of %s left after purge", criSocketUnit)
+		}
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/probeshim/probeshim/shim/config"
+	"github.com/probeshim/probeshim/shim/criproxy"
 )
 
 // TestDefaultConfig loads the packaged /etc/probeshim/config.yaml with the service's own loader, as
@@ -23,7 +24,8 @@ func TestDefaultConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uncommented := regexp.MustCompile(`(?m)^#([a-zA-Z][a-zA-Z0-9]*:)`).ReplaceAll(b, []byte("$1"))
+	// Settings are "#name:" lines, nested ones "#  name:" (two spaces or more; prose has one).
+	uncommented := regexp.MustCompile(`(?m)^#( {2,}[a-zA-Z][a-zA-Z0-9]*:|[a-zA-Z][a-zA-Z0-9]*:)`).ReplaceAll(b, []byte("$1"))
 	if string(uncommented) == string(b) {
 		t.Fatal("config.yaml shows no settings (#name: value lines)")
 	}
@@ -68,5 +70,40 @@ func TestManPageFlags(t *testing.T) {
 		if name := strings.ReplaceAll(string(m[1]), `\-`, "-"); !known[name] {
 			t.Errorf("probeshim.8 documents -%s, which the service does not have", name)
 		}
+	}
+}
+
+// TestCRISocketUnit checks the packaged socket unit against the service that is handed its socket:
+// the path is the service's default, the name is the one the service looks for, and the ordering
+// and mode are what the README promises.
+func TestCRISocketUnit(t *testing.T) {
+	b, err := os.ReadFile("../../systemd/probeshim-cri.socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(b)
+	for _, want := range []string{
+		"ListenStream=" + config.DefaultCRIProxySocket,
+		"FileDescriptorName=" + criproxy.ActivatedName,
+		"SocketMode=0660",
+		"Service=probeshim.service",
+		"After=containerd.service",
+		"Before=kubelet.service",
+		// Default dependencies would order the socket before sockets.target, which containerd is
+		// ordered after: with After=containerd.service, a cycle.
+		"DefaultDependencies=no",
+		"WantedBy=sockets.target",
+	} {
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(want) + `$`).MatchString(unit) {
+			t.Errorf("probeshim-cri.socket lacks %q", want)
+		}
+	}
+	svc, err := os.ReadFile("../../systemd/probeshim.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The socket lives in the service's runtime directory, which must outlive the service.
+	if !regexp.MustCompile(`(?m)^RuntimeDirectoryPreserve=yes$`).Match(svc) {
+		t.Error("probeshim.service must keep /run/probeshim when it stops (RuntimeDirectoryPreserve=yes)")
 	}
 }

@@ -14,6 +14,9 @@
 //	metricsAddress: 127.0.0.1:10268    # /metrics; may share the health address
 //	statusSocket: /run/probeshim/probeshim.sock
 //	logLevel: info
+//	criProxy:                          # CRI proxy mode, off by default
+//	  enabled: false
+//	  socket: /run/probeshim/cri.sock
 package config
 
 import (
@@ -46,6 +49,7 @@ const (
 	DefaultMetricsAddress   = DefaultHealthAddress
 	DefaultStatusSocket     = "/run/probeshim/probeshim.sock"
 	DefaultLogLevel         = "info"
+	DefaultCRIProxySocket   = "/run/probeshim/cri.sock"
 	defaultContainerdSocket = "" // detected: runtime.DefaultSocket
 )
 
@@ -72,6 +76,19 @@ type Config struct {
 	StatusSocket string `json:"statusSocket,omitempty"`
 	// LogLevel is a logrus level: panic, fatal, error, warn, info, debug, trace.
 	LogLevel string `json:"logLevel,omitempty"`
+	// CRIProxy is the optional CRI proxy the kubelet may use as its runtime
+	// endpoint; it forwards to CRISocket.
+	CRIProxy CRIProxy `json:"criProxy,omitzero"`
+}
+
+// CRIProxy configures CRI proxy mode.
+type CRIProxy struct {
+	// Enabled makes the service create and serve Socket itself. A socket
+	// passed by systemd (probeshim-cri.socket) is served either way: the
+	// kubelet may already be waiting on it.
+	Enabled bool `json:"enabled,omitempty"`
+	// Socket is where the proxy listens when it creates the socket itself.
+	Socket string `json:"socket,omitempty"`
 }
 
 // Detection hooks, replaced in tests.
@@ -98,6 +115,8 @@ var flagSpecs = []flagSpec{
 	{"metrics-address", "address for /metrics (default " + DefaultMetricsAddress + ")", func(c *Config) any { return &c.MetricsAddress }},
 	{"status-socket", "unix socket for `probeshim status` (default " + DefaultStatusSocket + ")", func(c *Config) any { return &c.StatusSocket }},
 	{"log-level", "log level: error, warn, info, debug, trace (default " + DefaultLogLevel + ")", func(c *Config) any { return &c.LogLevel }},
+	{"cri-proxy", "serve the CRI proxy on --cri-proxy-socket (a socket passed by systemd is served anyway)", func(c *Config) any { return &c.CRIProxy.Enabled }},
+	{"cri-proxy-socket", "the CRI proxy's socket (default " + DefaultCRIProxySocket + ")", func(c *Config) any { return &c.CRIProxy.Socket }},
 }
 
 // Load registers the flags on fs, parses args, reads the config file
@@ -115,6 +134,8 @@ func Load(fs *flag.FlagSet, args []string) (*Config, error) {
 			fs.IntVar(p, s.name, 0, s.usage)
 		case *float64:
 			fs.Float64Var(p, s.name, 0, s.usage)
+		case *bool:
+			fs.BoolVar(p, s.name, false, s.usage)
 		}
 	}
 	if err := fs.Parse(args); err != nil {
@@ -145,6 +166,8 @@ func Load(fs *flag.FlagSet, args []string) (*Config, error) {
 				*dst = *s.field(&fromFlags).(*int)
 			case *float64:
 				*dst = *s.field(&fromFlags).(*float64)
+			case *bool:
+				*dst = *s.field(&fromFlags).(*bool)
 			}
 		}
 	})
@@ -234,6 +257,9 @@ func (c *Config) Complete() error {
 	if c.LogLevel == "" {
 		c.LogLevel = DefaultLogLevel
 	}
+	if c.CRIProxy.Socket == "" {
+		c.CRIProxy.Socket = DefaultCRIProxySocket
+	}
 	return nil
 }
 
@@ -249,9 +275,17 @@ func (c *Config) Validate() error {
 	}
 	for _, p := range []struct{ field, path string }{
 		{"kubeconfig", c.Kubeconfig}, {"containerdSocket", c.ContainerdSocket}, {"criSocket", c.CRISocket}, {"statusSocket", c.StatusSocket},
+		{"criProxy.socket", c.CRIProxy.Socket},
 	} {
 		if !filepath.IsAbs(p.path) {
 			bad(p.field, "%q must be an absolute path", p.path)
+		}
+	}
+	// The proxy forwards to criSocket, and the service's own calls never go
+	// through the proxy: either pointing at the proxy's socket would loop.
+	for _, p := range []struct{ field, path string }{{"criSocket", c.CRISocket}, {"containerdSocket", c.ContainerdSocket}} {
+		if sameSocket(p.path, c.CRIProxy.Socket) {
+			bad(p.field, "%q is the CRI proxy's own socket (criProxy.socket); it must be containerd's socket", p.path)
 		}
 	}
 	if c.KubeAPIQPS <= 0 {
@@ -269,6 +303,19 @@ func (c *Config) Validate() error {
 		bad("logLevel", "%q is not one of panic, fatal, error, warn, info, debug, trace", c.LogLevel)
 	}
 	return errors.Join(errs...)
+}
+
+// sameSocket compares socket paths; /var/run is /run on every distribution
+// probeshim targets.
+func sameSocket(a, b string) bool {
+	norm := func(p string) string {
+		p = filepath.Clean(p)
+		if rest, ok := strings.CutPrefix(p, "/var/run/"); ok {
+			p = "/run/" + rest
+		}
+		return p
+	}
+	return norm(a) == norm(b)
 }
 
 func checkListenAddress(addr string) error {

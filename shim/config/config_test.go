@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 		ContainerdSocket: "/run/containerd/containerd.sock", CRISocket: "/run/containerd/containerd.sock",
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
 		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
+		CRIProxy: CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
 	}
 	if *c != want {
 		t.Fatalf("defaults = %+v\nwant       %+v", *c, want)
@@ -104,6 +105,42 @@ logLevel: debug
 	if c.NodeName != "from-flag" || c.KubeAPIQPS != 2.5 || c.LogLevel != "warn" || c.Level().String() != "warning" ||
 		c.KubeAPIBurst != 40 || c.CRISocket != "/run/cri.sock" || c.ContainerdSocket != "/var/run/containerd/containerd.sock" {
 		t.Fatalf("flags over file: %+v", c)
+	}
+}
+
+func TestCRIProxy(t *testing.T) {
+	detect(t, "node-a", false)
+	path := writeFile(t, "criProxy:\n  enabled: true\n  socket: /run/p/cri.sock\n")
+	c, err := load(t, "--config", path)
+	if err != nil || !c.CRIProxy.Enabled || c.CRIProxy.Socket != "/run/p/cri.sock" {
+		t.Fatalf("from file: %+v, %v", c, err)
+	}
+	c, err = load(t, "--config", path, "--cri-proxy=false", "--cri-proxy-socket", "/run/q/cri.sock")
+	if err != nil || c.CRIProxy.Enabled || c.CRIProxy.Socket != "/run/q/cri.sock" {
+		t.Fatalf("flags over file: %+v, %v", c, err)
+	}
+	c, err = load(t, "--config", writeFile(t, ""), "--cri-proxy")
+	if err != nil || !c.CRIProxy.Enabled || c.CRIProxy.Socket != DefaultCRIProxySocket {
+		t.Fatalf("--cri-proxy alone: %+v, %v", c, err)
+	}
+	_, err = load(t, "--config", writeFile(t, "criProxy:\n  enable: true\n"))
+	if err == nil || !strings.Contains(err.Error(), `unknown field "enable"`) {
+		t.Fatalf("unknown nested field: %v", err)
+	}
+	// The proxy must never be its own upstream, nor the service's runtime.
+	for _, args := range [][]string{
+		{"--cri-socket", "/run/probeshim/cri.sock"},
+		{"--cri-proxy-socket", "/var/run/containerd/containerd.sock"},
+		{"--cri-proxy", "--containerd-socket", "/run/probeshim/../probeshim/cri.sock"},
+	} {
+		_, err := load(t, append([]string{"--config", writeFile(t, "")}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "is the CRI proxy's own socket") {
+			t.Errorf("%v: error %v, want a refusal", args, err)
+		}
+	}
+	_, err = load(t, "--config", writeFile(t, ""), "--cri-proxy-socket", "cri.sock")
+	if err == nil || !strings.Contains(err.Error(), `criProxy.socket: "cri.sock" must be an absolute path`) {
+		t.Fatalf("relative socket: %v", err)
 	}
 }
 
@@ -166,7 +203,7 @@ func TestValidation(t *testing.T) {
 
 func TestFileFields(t *testing.T) {
 	got := strings.Join(fileFields(), ",")
-	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel" {
+	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy" {
 		t.Fatalf("fileFields = %s", got)
 	}
 }

@@ -528,6 +528,82 @@ func TestTrackerResyncAndEvents(t *testing.T) {
 	}
 }
 
+// What a caller saw the runtime do (the CRI proxy) applies at once, and a
+// start reported after the container stopped never makes it run again.
+func TestTrackerObserved(t *testing.T) {
+	f := &fakeCRI{
+		sandboxes: []*criapi.PodSandbox{
+			{Id: "s1", State: criapi.PodSandboxState_SANDBOX_READY, Labels: podLabels("u1", "default", "web-0"), Metadata: &criapi.PodSandboxMetadata{Name: "web-0", Namespace: "default"}},
+		},
+		containers: []*criapi.Container{
+			{Id: "a0", State: criapi.ContainerState_CONTAINER_EXITED, CreatedAt: 100, Labels: ctrLabels("u1", "app")},
+			{Id: "b0", State: criapi.ContainerState_CONTAINER_CREATED, CreatedAt: 150, Labels: ctrLabels("u1", "side")},
+		},
+	}
+	c, _ := newFakeClient(t, f)
+	var mu sync.Mutex
+	var changes []Change
+	tr := NewTracker(c, func(ch Change) { mu.Lock(); changes = append(changes, ch); mu.Unlock() })
+	took := func() []Change {
+		mu.Lock()
+		defer mu.Unlock()
+		out := changes
+		changes = nil
+		return out
+	}
+	ctx := context.Background()
+	if err := tr.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took()
+
+	before := time.Now()
+	tr.Started(ctx, "b0")
+	if st, _ := tr.Container("u1", "side"); !st.Running || st.StartedAt.Before(before) {
+		t.Fatalf("side after Started = %+v", st)
+	}
+	if got := took(); !slices.Equal(got, []Change{{"u1", "side"}}) {
+		t.Fatalf("changes after Started = %v", got)
+	}
+	// The event arriving after it changes nothing.
+	tr.handle(ctx, envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "b0"}, time.Unix(1, 0)))
+	if got := took(); len(got) != 0 {
+		t.Fatalf("the start event after Started reported %v", got)
+	}
+	tr.Stopped(ctx, "b0")
+	if st, _ := tr.Container("u1", "side"); st.Running {
+		t.Fatalf("side after Stopped = %+v", st)
+	}
+	// Late starts, from the proxy or a queued event, of a container that
+	// exited: it stays stopped.
+	tr.Started(ctx, "b0")
+	tr.handle(ctx, envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "b0"}, time.Now()))
+	tr.Started(ctx, "a0") // listed as exited
+	if st, _ := tr.Container("u1", "side"); st.Running {
+		t.Fatalf("a late start made an exited container run: %+v", st)
+	}
+	if o, ok := tr.Owner("a0"); !ok || o.Container != "app" || o.PodUID != "u1" || o.PodName != "web-0" || o.Namespace != "default" {
+		t.Fatalf("Owner(a0) = %+v, %t", o, ok)
+	}
+	if o, ok := tr.Owner("s1"); !ok || o.Container != "" || o.PodName != "web-0" {
+		t.Fatalf("Owner(s1) = %+v, %t", o, ok)
+	}
+	tr.Removed(ctx, "b0")
+	if _, ok := tr.Container("u1", "side"); ok {
+		t.Fatal("removed container still found")
+	}
+	if _, ok := tr.Owner("b0"); ok {
+		t.Fatal("removed container still has an owner")
+	}
+	// An ID containerd cannot tell about is ignored.
+	took()
+	tr.Created(ctx, "unknown")
+	tr.Started(ctx, "unknown")
+	if got := took(); len(got) != 0 {
+		t.Fatalf("unknown ID changed %v", got)
+	}
+}
+
 // typeurlAny is an Any with a type nobody registered.
 type typeurlAny struct {
 	url   string

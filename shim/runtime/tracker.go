@@ -32,6 +32,11 @@ type Change struct {
 // probe asks it instead of the runtime. It lists everything through CRI
 // once at start and again after each reconnect, when events may have been
 // missed. It is a prober.ContainerSource.
+//
+// Created, Started, Stopped and Removed let a caller that saw the runtime
+// do something (the CRI proxy, when the kubelet talks through it) tell the
+// Tracker at once rather than when containerd's event arrives; the events
+// stay the Tracker's source of truth and it works the same without them.
 type Tracker struct {
 	c        *Client
 	onChange func(Change)
@@ -57,12 +62,17 @@ type tracked struct {
 	podName   string
 	running   bool
 	startedAt time.Time
+	// exited: the container (or sandbox) ran and stopped. CRI never starts
+	// one again, so a start reported late (a queued event, the proxy) must
+	// not make it running.
+	exited bool
 }
 
 var _ prober.ContainerSource = (*Tracker)(nil)
 
 // NewTracker makes a Tracker on c. onChange, if not nil, is called after
-// each change, from the Tracker's goroutine: it must not block.
+// each change, from the Tracker's goroutine or that of a caller of Created,
+// Started, Stopped or Removed: it must not block.
 func NewTracker(c *Client, onChange func(Change)) *Tracker {
 	if onChange == nil {
 		onChange = func(Change) {}
@@ -232,7 +242,7 @@ func (t *Tracker) resync(ctx context.Context) error {
 		}
 		byID[ct.ID] = &tracked{
 			podUID: ct.PodUID, name: ct.Name, namespace: ct.Namespace, podName: ct.PodName,
-			running: ct.Running(), startedAt: ct.StartedAt,
+			running: ct.Running(), startedAt: ct.StartedAt, exited: ct.State == criapi.ContainerState_CONTAINER_EXITED,
 		}
 	}
 
@@ -321,11 +331,9 @@ func (t *Tracker) handle(ctx context.Context, env *events.Envelope) {
 	case *eventtypes.TaskStart:
 		ts := env.Timestamp
 		changes = t.learn(ctx, e.GetContainerID(), func(tr *tracked) bool {
-			if tr.running {
-				return false // seen running in the listing, with CRI's own start time
-			}
-			tr.running, tr.startedAt = true, ts
-			return true
+			// No change if already running (seen in the listing, with
+			// CRI's own start time, or through the proxy) or exited.
+			return tr.start(ts)
 		})
 	case *eventtypes.TaskExit:
 		if e.GetID() != "" && e.GetID() != e.GetContainerID() {
@@ -395,10 +403,23 @@ func (t *Tracker) learn(ctx context.Context, id string, update func(*tracked) bo
 	return []Change{{PodUID: e.podUID, Container: e.name}}
 }
 
+// start marks a container running from at, unless it already is or has
+// already exited, and reports whether it changed.
+func (tr *tracked) start(at time.Time) bool {
+	if tr.running || tr.exited {
+		return false
+	}
+	tr.running, tr.startedAt = true, at
+	return true
+}
+
 func (t *Tracker) stopped(id string) []Change {
 	t.c.forgetTarget(id)
 	t.mu.Lock()
 	e, ok := t.byID[id]
+	if ok {
+		e.exited = true
+	}
 	if !ok || !e.running {
 		t.mu.Unlock()
 		return nil
@@ -436,4 +457,41 @@ func (t *Tracker) logEntry(e *tracked) *logrus.Entry {
 		f["container"] = e.name
 	}
 	return t.log.WithFields(f)
+}
+
+// Created tells the Tracker that the runtime created the container or pod
+// sandbox id; it reads its labels from containerd.
+func (t *Tracker) Created(ctx context.Context, id string) { t.notify(t.learn(ctx, id, nil)) }
+
+// Started tells the Tracker that the runtime started the container or pod
+// sandbox id just now, so that its probes begin without waiting for the
+// event.
+func (t *Tracker) Started(ctx context.Context, id string) {
+	now := time.Now()
+	t.notify(t.learn(ctx, id, func(tr *tracked) bool { return tr.start(now) }))
+}
+
+// Stopped tells the Tracker that the container or pod sandbox id stopped.
+func (t *Tracker) Stopped(_ context.Context, id string) { t.notify(t.stopped(id)) }
+
+// Removed tells the Tracker that the container or pod sandbox id is gone.
+func (t *Tracker) Removed(_ context.Context, id string) { t.notify(t.remove(id)) }
+
+// Owner is the pod a container or sandbox ID belongs to.
+type Owner struct {
+	PodUID, Namespace, PodName string
+	// Container is the container's name; "" for a sandbox.
+	Container string
+}
+
+// Owner returns the pod of a tracked container or sandbox ID. It never
+// calls the runtime.
+func (t *Tracker) Owner(id string) (Owner, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e, ok := t.byID[id]
+	if !ok {
+		return Owner{}, false
+	}
+	return Owner{PodUID: e.podUID, Namespace: e.namespace, PodName: e.podName, Container: e.name}, true
 }

@@ -1,6 +1,7 @@
 // Package service assembles the node service: runtime access, the container
 // tracker, the probe engine, the NodePodProbe controller, the local
-// endpoints and systemd notifications, and runs them until stopped.
+// endpoints, the optional CRI proxy and systemd notifications, and runs
+// them until stopped.
 package service
 
 import (
@@ -85,6 +86,16 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		prober.WithLogger(log))
 	if err != nil {
 		return err
+	}
+
+	// The CRI proxy comes first: a kubelet pointed at it waits for it, and
+	// the node goes NotReady if it waits long. It needs only containerd.
+	stopProxy, err := startCRIProxy(cfg, tracker, reg, log)
+	if err != nil {
+		return err
+	}
+	if stopProxy != nil {
+		defer stopProxy()
 	}
 
 	// The controller exists once the API server is reachable; the endpoints
