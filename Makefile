@@ -12,7 +12,7 @@ E2E_PKGS ?= ./e2e/...
 E2E_TIMEOUT ?= 60m
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 
-.PHONY: all build unit test e2e bench generate verify-generated kube-bins rig-up rig-down fmt vet clean \
+.PHONY: all build unit test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
 	packages package-test demo demo-down
 
 all: build
@@ -25,7 +25,7 @@ unit: verify-generated vet
 	$(GO) test -count=1 $(UNIT_PKGS)
 
 ## test: everything CI runs — unit tests, the package tests and the real-component suites.
-test: kube-bins unit package-test e2e
+test: kube-bins critest-bin unit package-test e2e
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages:
@@ -37,17 +37,19 @@ package-test:
 	$(GO) test -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS)
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise).
-e2e: kube-bins
+e2e: kube-bins critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
 
 ## bench: benchmarks that print numbers: the engine and handlers alone, then (as root) the node
 ## service on the rig — probe cost side by side with the kubelet, 100 pods at scale, exec and netns
-## dial ratios against a real containerd.
+## dial ratios against a real containerd, CRI latency through the proxy vs containerd directly — and
+## the liveness decider's reaction (status Failed to request to kill, p50/p99).
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x $(UNIT_PKGS)
 	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./e2e/node/
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m -p 1 \
+		./e2e/node/ ./e2e/criproxy/ ./e2e/decider/
 
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
@@ -59,6 +61,11 @@ verify-generated:
 
 kube-bins:
 	@e2e/kubebin/build.sh >/dev/null
+
+## critest-bin: critest (CRI validation suite, sigs.k8s.io/cri-tools) and ginkgo for e2e/criproxy,
+## built once into $(PROBESHIM_CACHE)/critest/<version>.
+critest-bin:
+	@e2e/critest/build.sh >/dev/null
 
 rig-up: kube-bins
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/rig up

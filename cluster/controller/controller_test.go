@@ -17,8 +17,8 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller"
-	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
+	"github.com/probeshim/probeshim/cluster/internal/testenv"
 )
 
 var (

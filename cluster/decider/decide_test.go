@@ -120,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{name: "two of six fail: the default 25% of 6 is 1, oldest first",
 			in: input(def, six(2)...), want: "web-0:restart/LivenessFailed web-1:held/MaxUnavailable"},
 		{name: "three of six is not more than half: breaker closed",
-			in: with2(input(def, six(3)...), func(in *Input) { in.Budget.MaxUnavailable = 1 }),
+			in:   with2(input(def, six(3)...), func(in *Input) { in.Budget.MaxUnavailable = 1 }),
 			want: "web-0:restart/LivenessFailed web-1:held/MaxUnavailable web-2:held/MaxUnavailable"},
 		{name: "four of six: breaker open, nothing restarts", in: input(def, six(4)...), open: true,
 			want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen web-2:held/CircuitBreakerOpen web-3:held/CircuitBreakerOpen"},

@@ -239,6 +239,7 @@ func (r *Rig) kubeletConfig() string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://%[1]s
+imageServiceEndpoint: unix://%[1]s
 failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: /%[2]s/%[3]s
@@ -278,7 +279,7 @@ evictionHard:
   nodefs.inodesFree: 1%%
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
-`, r.ContainerdSocket(), r.cfg.Cgroup, podsCgroup, NodeIP, r.pki.path("kubelet-serving.crt"), r.pki.path("kubelet-serving.key"),
+`, r.KubeletCRISocket(), r.cfg.Cgroup, podsCgroup, NodeIP, r.pki.path("kubelet-serving.crt"), r.pki.path("kubelet-serving.key"),
 		r.pki.path("ca.crt"), r.path("pod-logs"), r.path("kubelet-plugins"))
 }
 

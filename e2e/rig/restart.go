@@ -3,11 +3,13 @@ package rig
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -48,6 +50,8 @@ func (r *Rig) StartComponent(ctx context.Context, name string) error {
 			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
 		case "containerd":
 			return r.criReady(ctx), nil
+		case "kubelet":
+			return r.nsGetOK(ctx, "http://127.0.0.1:10248/healthz"), nil
 		default:
 			return true, nil
 		}
@@ -82,4 +86,51 @@ func (r *Rig) criReady(ctx context.Context) bool {
 		}
 	}
 	return false
+}
+
+// KubeletCRISocket is the unix socket the kubelet's containerRuntimeEndpoint
+// and imageServiceEndpoint name: containerd's, unless SwitchKubeletCRI
+// pointed them elsewhere.
+func (r *Rig) KubeletCRISocket() string {
+	if r.kubeletCRI != "" {
+		return r.kubeletCRI
+	}
+	return r.ContainerdSocket()
+}
+
+// SwitchKubeletCRI points the kubelet's containerRuntimeEndpoint and
+// imageServiceEndpoint at socket ("" for containerd's own) and restarts it,
+// which is how an operator moves a node onto a CRI proxy and back: edit the
+// kubelet config, restart the kubelet. Pods keep running (containerd owns
+// them). It returns once the kubelet is healthy and has reported the node
+// Ready after the restart, so the node's status comes from the new endpoint.
+func (r *Rig) SwitchKubeletCRI(ctx context.Context, socket string) error {
+	if socket == r.ContainerdSocket() {
+		socket = ""
+	}
+	r.kubeletCRI = socket
+	if err := os.WriteFile(r.path("kubelet.yaml"), []byte(r.kubeletConfig()), 0o644); err != nil {
+		return err
+	}
+	if err := r.StopComponent("kubelet"); err != nil {
+		return err
+	}
+	restarted := time.Now() // the old kubelet is gone: later heartbeats are the new one's
+	if err := r.StartComponent(ctx, "kubelet"); err != nil {
+		return err
+	}
+	return r.waitFor(ctx, r.proc("kubelet"), "node "+r.cfg.NodeName+" Ready after the kubelet restart", 90*time.Second, func() (bool, error) {
+		n, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1GetOptions)
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			// Heartbeats have a resolution of a second: one stamped after
+			// the restart's second came from the new kubelet.
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restarted.Truncate(time.Second)), nil
+			}
+		}
+		return false, nil
+	})
 }

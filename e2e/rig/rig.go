@@ -206,6 +206,9 @@ type Rig struct {
 	client    kubernetes.Interface
 	mu        sync.Mutex
 	stopped   bool
+	// kubeletCRI is the CRI socket the kubelet uses when it is not
+	// containerd's own (SwitchKubeletCRI).
+	kubeletCRI string
 }
 
 // Start tears down whatever an earlier rig left behind, then brings a new one

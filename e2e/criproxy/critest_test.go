@@ -1,0 +1,245 @@
+package criproxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeshim/probeshim/e2e/framework"
+)
+
+// critestSkip are the specs left out because they cannot run here, not
+// because of the proxy: most pull images from a registry, and the rig has
+// none (no network either); two fail against containerd directly after a
+// 60 s timeout each, which would only make the runs slow. Everything else
+// runs. Eight specs fail both ways, for reasons of the rig (logged with
+// critest's messages): containerd 1.6 answers StopContainer and
+// StopPodSandbox of unknown IDs with NotFound (Idempotence x2); the busybox
+// has no pgrep or ipcs (execSync with timeout, HostIpc x2); WebImage is
+// busybox httpd, not the nginx the HostPID and ContainerPID specs look for;
+// MaskedPaths finds no sh on its PATH. Specs critest skips by
+// itself (NRI without -nri-socket, AppArmor disabled on the host, user
+// namespaces and features containerd 1.6 lacks, benchmarks) are counted as
+// skipped with critest's own reason.
+var critestSkip = []string{
+	`Image Manager`,                // pulls, tags and removes the cri-tools test images
+	`Image Consistency`,            // same
+	`Image Identifier Consistency`, // pulls one image from two registries
+	`Image Volume`,                 // mounts a pulled test image
+	`NoNewPrivs`,                   // pulls e2e-test-images/nonewprivs
+	`portforward in host network`,  // pulls cri-tools' hostnet-nginx
+	`port mapping with host port`,  // the rig's CNI config has no portmap plugin
+	// Times out: busybox httpd writes nothing to the log it is checked for.
+	`multiple containers in a pod should support container log`,
+}
+
+// critestParallel is the number of ginkgo nodes: the specs mostly wait for
+// runc, so 4 on 2 cores keeps a run near 20 s without starving the rig.
+const critestParallel = 4
+
+// critestResult is one critest run: spec names by outcome, and why critest
+// skipped those it skipped.
+type critestResult struct {
+	passed, failed, skipped []string
+	reasons                 map[string]string // skipped and failed spec -> message
+	took                    time.Duration
+}
+
+// runCritest runs critest inside the rig's netns (its network tests fetch
+// from pod IPs) against one CRI socket, for both the runtime and the image
+// service, and reads its JSON report.
+func runCritest(t *testing.T, c *framework.Cluster, label, sock string) critestResult {
+	t.Helper()
+	bin := critestDir(t)
+	dir := t.TempDir()
+	imgs := filepath.Join(dir, "images.yaml")
+	// The default container is the rig's testbox (a static busybox); the web
+	// server tests get WebImage.
+	if err := os.WriteFile(imgs, []byte("defaultTestContainerImage: "+framework.TestImage+"\nwebServerTestImage: "+WebImage+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An empty client config, so that the host's /etc/crictl.yaml never applies.
+	cfg := filepath.Join(dir, "crictl.yaml")
+	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "report.json")
+	logPath := filepath.Join(dir, "critest.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	ctx := framework.Context(t, 10*time.Minute)
+	cmd := c.Rig.Command(ctx, filepath.Join(bin, "critest"),
+		"-config", cfg,
+		"-runtime-endpoint", "unix://"+sock,
+		"-image-endpoint", "unix://"+sock,
+		"-test-images-file", imgs,
+		// A pull that a spec still attempts goes to a closed port on the
+		// netns' loopback and fails at once, never out of the machine.
+		"-registry-prefix", "127.0.0.1:9",
+		"-parallel", fmt.Sprint(critestParallel),
+		"-ginkgo.skip", strings.Join(critestSkip, "|"),
+		"-ginkgo.no-color",
+		"-ginkgo.timeout", "8m",
+		"-ginkgo.json-report", report,
+	)
+	// Parallel runs exec the ginkgo CLI built beside critest. critest's
+	// temporary files and the specs' container log folders go under TMPDIR,
+	// which the test removes.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "TMPDIR="+tmp)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	start := time.Now()
+	runErr := cmd.Run() // non-zero when any spec failed: the report says which
+	// PROBESHIM_CRITEST_KEEP=DIR keeps both runs' reports and logs, to look
+	// into a spec that differs.
+	if d := os.Getenv("PROBESHIM_CRITEST_KEEP"); d != "" {
+		_ = os.MkdirAll(d, 0o755)
+		for _, f := range []string{report, logPath} {
+			if b, err := os.ReadFile(f); err == nil {
+				_ = os.WriteFile(filepath.Join(d, label+"-"+filepath.Base(f)), b, 0o644)
+			}
+		}
+	}
+	res := critestResult{took: time.Since(start), reasons: map[string]string{}}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("critest %s: no report (%v, exit %v):\n%s", label, err, runErr, lastLines(string(out), 40))
+	}
+	var suites []struct {
+		SpecReports []struct {
+			ContainerHierarchyTexts []string
+			LeafNodeText            string
+			LeafNodeType            string
+			State                   string
+			Failure                 struct{ Message string }
+		}
+	}
+	if err := json.Unmarshal(b, &suites); err != nil {
+		t.Fatalf("critest %s: report: %v", label, err)
+	}
+	for _, s := range suites {
+		for _, sp := range s.SpecReports {
+			if sp.LeafNodeType != "It" {
+				continue
+			}
+			name := strings.Join(append(slices.Clone(sp.ContainerHierarchyTexts), sp.LeafNodeText), " ")
+			switch sp.State {
+			case "passed":
+				res.passed = append(res.passed, name)
+			case "skipped", "pending":
+				res.skipped = append(res.skipped, name)
+				res.reasons[name] = brief(sp.Failure.Message)
+				if res.reasons[name] == "" {
+					// Filtered out before it ran: by critestSkip, or
+					// critest's own skip of its benchmarks.
+					res.reasons[name] = "not run: needs a registry or what the rig lacks (critestSkip), or a benchmark"
+				}
+			default: // failed, panicked, timedout, interrupted, aborted
+				res.failed = append(res.failed, name)
+				res.reasons[name] = sp.State + ": " + brief(sp.Failure.Message)
+			}
+		}
+	}
+	for _, l := range [][]string{res.passed, res.failed, res.skipped} {
+		sort.Strings(l)
+	}
+	return res
+}
+
+// brief is a failure or skip message on one line, cut to a readable length.
+func brief(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 240 {
+		s = s[:240] + "..."
+	}
+	return s
+}
+
+// TestCritest runs the CRI validation suite against containerd directly and
+// then through the proxy: the proxy must pass exactly the specs containerd
+// passes (and fail exactly those it fails, since it forwards byte for byte).
+func TestCritest(t *testing.T) {
+	c := framework.Get(t)
+	c.InstallCRDs(t) // the node service behind the proxy watches its NodePodProbe
+	svc, sock := startProxy(t, c)
+
+	// critest wants a node of its own: the kubelet's garbage collection
+	// removes the exited containers and sandboxes of pods it does not know
+	// while critest still inspects them, which fails specs at random.
+	if err := c.Rig.StopComponent("kubelet"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restartKubelet(t, c) })
+	direct := runCritest(t, c, "direct", c.ContainerdSocket())
+	proxied := runCritest(t, c, "proxy", sock)
+
+	t.Logf("critest %s (all specs but critestSkip's %d patterns, %d ginkgo nodes), side by side:\n"+
+		"%-28s %8s %8s %8s %8s\n%-28s %8d %8d %8d %8s\n%-28s %8d %8d %8d %8s",
+		filepath.Base(critestDir(t)), len(critestSkip), critestParallel, "", "passed", "failed", "skipped", "time",
+		"containerd directly", len(direct.passed), len(direct.failed), len(direct.skipped), direct.took.Round(time.Second),
+		"through the probeshim proxy", len(proxied.passed), len(proxied.failed), len(proxied.skipped), proxied.took.Round(time.Second))
+	t.Logf("skipped against containerd directly, with the reason:\n%s", reasonsOf(direct.skipped, direct.reasons))
+	if len(direct.failed) > 0 {
+		t.Logf("failing against containerd directly too (the rig's containerd 1.6 and images, not the proxy):\n%s", reasonsOf(direct.failed, direct.reasons))
+	}
+	if len(direct.passed) == 0 {
+		t.Fatal("critest passed nothing against containerd directly: the comparison would prove nothing")
+	}
+	onlyDirect, onlyProxy := diff(direct.passed, proxied.passed)
+	for _, n := range onlyDirect {
+		t.Errorf("passes against containerd, not through the proxy: %s\n  proxy: %s", n, proxied.reasons[n])
+	}
+	for _, n := range onlyProxy {
+		t.Errorf("passes through the proxy, not against containerd (flaky?): %s\n  direct: %s", n, direct.reasons[n])
+	}
+	if len(direct.failed) != len(proxied.failed) || len(direct.skipped) != len(proxied.skipped) {
+		t.Errorf("counts differ: direct %d failed %d skipped, proxy %d failed %d skipped",
+			len(direct.failed), len(direct.skipped), len(proxied.failed), len(proxied.skipped))
+	}
+	if body, err := svc.Get(framework.Context(t, time.Minute), "/metrics"); err == nil {
+		calls, _ := metric(body, "probeshim_cri_proxy_calls_total")
+		t.Logf("probeshim_cri_proxy_calls_total after the proxied run: %.0f", calls)
+		if calls == 0 {
+			t.Error("the proxy counted no calls: critest did not go through it")
+		}
+	} else {
+		t.Errorf("metrics: %v", err)
+	}
+}
+
+func reasonsOf(names []string, reasons map[string]string) string {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %s\n      %s\n", n, reasons[n])
+	}
+	return b.String()
+}
+
+// diff returns what is only in a and only in b (both sorted).
+func diff(a, b []string) (onlyA, onlyB []string) {
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			onlyA = append(onlyA, x)
+		}
+	}
+	for _, x := range b {
+		if _, ok := slices.BinarySearch(a, x); !ok {
+			onlyB = append(onlyB, x)
+		}
+	}
+	return
+}
