@@ -326,6 +326,11 @@ func (p *Proxy) finish(method string, info methodInfo, obs *observed, err error,
 	p.metrics.calls.WithLabelValues(info.service, info.method, code.String()).Inc()
 	p.metrics.duration.WithLabelValues(info.service, info.method).Observe(took.Seconds())
 
+	defer p.observeCall(obs, code)
+	quiet := (code == codes.OK || code == codes.Canceled) && !info.logInfo
+	if quiet && !p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		return // the kubelet's steady polling (ListContainers, ...): no log line to build
+	}
 	fields := obs.fields()
 	fields["service"], fields["method"] = info.service, info.method
 	fields["code"], fields["duration"] = code.String(), took.Round(time.Microsecond).String()
@@ -340,6 +345,10 @@ func (p *Proxy) finish(method string, info methodInfo, obs *observed, err error,
 	default:
 		log.Debug("CRI call: " + info.method)
 	}
+}
+
+// observeCall queues what a successful call tells the Observer.
+func (p *Proxy) observeCall(obs *observed, code codes.Code) {
 	if code == codes.OK && p.opts.Observer != nil {
 		if o, ok := obs.observation(); ok {
 			select {
