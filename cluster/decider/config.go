@@ -57,9 +57,14 @@ type RateLimit struct {
 // CircuitBreaker opens for a workload when more than FailingShare of its pods, and at least
 // MinFailingPods of them, fail liveness at the same time: a cause that many pods share (a bad
 // probe, a dependency down) is not cured by restarts. It closes when the share drops again.
+//
+// Window is how long the decider watches a new failure before it acts, so that failures with
+// one cause, which the pods' probes find at different moments within a probe period, are
+// counted together: unset, one period of the failing probe; 0s, no wait.
 type CircuitBreaker struct {
 	FailingShare   *intstr.IntOrString `json:"failingShare,omitempty"`
 	MinFailingPods *int                `json:"minFailingPods,omitempty"`
+	Window         *metav1.Duration    `json:"window,omitempty"`
 }
 
 // Backoff is the wait before a container's next restart: Initial after the first, doubling up
@@ -94,10 +99,12 @@ type Settings struct {
 	DefaultMaxUnavailable intstr.IntOrString
 	FailingShare          intstr.IntOrString
 	MinFailingPods        int
-	BackoffInitial        time.Duration
-	BackoffMax            time.Duration
-	BackoffResetAfter     time.Duration
-	RequestTTL            time.Duration
+	// BreakerWindow is CircuitBreaker.Window; nil means one period of the failing probe.
+	BreakerWindow     *time.Duration
+	BackoffInitial    time.Duration
+	BackoffMax        time.Duration
+	BackoffResetAfter time.Duration
+	RequestTTL        time.Duration
 
 	blacklistNamespaces map[string]bool
 	blacklistSelectors  []labels.Selector
@@ -156,6 +163,12 @@ func (c Config) Settings() (*Settings, error) {
 	}
 	if err := checkIntOrPercent(s.FailingShare, true); err != nil {
 		bad("circuitBreaker.failingShare", "%v", err)
+	}
+	if w := c.CircuitBreaker.Window; w != nil {
+		if w.Duration < 0 {
+			bad("circuitBreaker.window", "must not be negative, got %s", w.Duration)
+		}
+		s.BreakerWindow = &w.Duration
 	}
 	if s.MinFailingPods < 1 {
 		bad("circuitBreaker.minFailingPods", "must be at least 1, got %d", s.MinFailingPods)

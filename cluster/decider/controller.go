@@ -76,6 +76,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := indexOwners(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing pods by workload: %w", err)
 	}
+	if err := indexNodes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing NodePodProbes by node: %w", err)
+	}
 	cfg, err := newConfigSource(mgr, o.Namespace)
 	if err != nil {
 		return err
@@ -89,6 +92,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		config:    cfg,
 		bucket:    newBucket(DefaultSettings()),
 		reported:  map[Workload]map[types.UID]string{},
+		seen:      map[Workload]map[seenKey]time.Time{},
 		breakers:  map[Workload]bool{},
 	}
 	d.metrics = newMetrics(d.bucket.tokens)
@@ -123,7 +127,15 @@ type decider struct {
 	// reported is the last decision reported per pod of each workload (outcome, reason and
 	// failures), so a restart held for the same reason is told once, not at every reconcile.
 	reported map[Workload]map[types.UID]string
+	// seen is when the decider first saw each current failure of a workload's pods.
+	seen     map[Workload]map[seenKey]time.Time
 	breakers map[Workload]bool
+}
+
+type seenKey struct {
+	pod       types.UID
+	container string
+	since     time.Time
 }
 
 func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -156,6 +168,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		}
 		views = append(views, v)
 	}
+	d.markSeen(wl, views, now)
 	budget, err := d.workloads.budget(ctx, settings, wl, pods)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -224,6 +237,31 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	return v, err
 }
 
+// markSeen stamps each failure of views with when the decider first saw it, and forgets the
+// failures that are gone.
+func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev := d.seen[wl]
+	next := map[seenKey]time.Time{}
+	for i := range views {
+		for j := range views[i].Failing {
+			f := &views[i].Failing[j]
+			k := seenKey{views[i].UID, f.Container, f.Since}
+			t, ok := prev[k]
+			if !ok {
+				t = now
+			}
+			f.Seen, next[k] = t, t
+		}
+	}
+	if len(next) == 0 {
+		delete(d.seen, wl)
+	} else {
+		d.seen[wl] = next
+	}
+}
+
 // failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.
 func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe) ([]Failure, error) {
 	node := pod.Spec.NodeName
@@ -232,18 +270,22 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 	}
 	npp, ok := npps[node]
 	if !ok {
-		npp = &v1alpha1.NodePodProbe{}
-		if err := d.client.Get(ctx, types.NamespacedName{Name: node}, npp); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-			npp = nil
+		// The cached object itself, read only: a Get would deep-copy the node's whole
+		// NodePodProbe for every pod of the workload (most of a reconcile's CPU at scale).
+		var list v1alpha1.NodePodProbeList
+		if err := d.client.List(ctx, &list, client.MatchingFields{nodeIndex: node}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		npp = nil
+		if len(list.Items) > 0 {
+			npp = &list.Items[0]
 		}
 		npps[node] = npp
 	}
 	if npp == nil {
 		return nil, nil
 	}
+	periods := probePeriods(pod)
 	var out []Failure
 	for i := range npp.Status.PodProbeStatuses {
 		st := &npp.Status.PodProbeStatuses[i]
@@ -252,11 +294,29 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 		}
 		for _, ps := range st.ProbeStates {
 			if c, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok && ps.State == v1alpha1.ProbeFailed {
-				out = append(out, Failure{Container: c, Since: ps.LastTransitionTime.Time})
+				out = append(out, Failure{Container: c, Since: ps.LastTransitionTime.Time, Period: periods[c]})
 			}
 		}
 	}
 	return out, nil
+}
+
+// probePeriods are the periods of pod's liveness probes by container (the API's default of 10s
+// where unset).
+func probePeriods(pod *corev1.Pod) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	probes, err := v1alpha1.ParseContainerProbeContext(pod.Annotations[v1alpha1.AnnotationContainerProbeContext])
+	if err != nil {
+		return out
+	}
+	for _, p := range probes {
+		period := time.Duration(p.LivenessProbe.PeriodSeconds) * time.Second
+		if period <= 0 {
+			period = 10 * time.Second
+		}
+		out[p.Name] = period
+	}
+	return out
 }
 
 // activeRequest reports whether any ContainerRecreateRequest for pod is still active: the pod
@@ -475,6 +535,10 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 		if dec.Outcome != Restart && prev[dec.Pod.UID] == key {
 			continue
 		}
+		if dec.Reason == ReasonObserving {
+			log.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klogRef(pods[dec.Pod.UID]), "message", dec.Message)
+			continue
+		}
 		d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()
 		pod := pods[dec.Pod.UID]
 		switch dec.Outcome {
@@ -518,6 +582,7 @@ func (d *decider) forget(wl Workload) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.reported, wl)
+	delete(d.seen, wl)
 	if d.breakers[wl] {
 		delete(d.breakers, wl)
 		d.metrics.breakersOpen.Set(float64(len(d.breakers)))

@@ -365,9 +365,9 @@ func TestRecordedButNotCreated(t *testing.T) {
 	name := "lost-0-liveness-recorded"
 	pods := f.deployment("lost", 4, func(p *corev1.Pod) {
 		if strings.HasSuffix(p.Name, "-0") {
-			rec := Record{Request: name, Requested: &metav1.Time{Time: time.Now().Truncate(time.Second)},
-				Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1,
-					LastRestart: metav1.NewTime(time.Now().Truncate(time.Second))}}}
+			decided := metav1.NewMicroTime(time.Now())
+			rec := Record{Request: name, Requested: &decided,
+				Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1, LastRestart: decided}}}
 			p.Annotations[AnnotationRestarts] = rec.format()
 		}
 	})

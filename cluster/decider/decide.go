@@ -47,6 +47,10 @@ type Pod struct {
 type Failure struct {
 	Container string
 	Since     time.Time
+	// Seen is when the decider first saw the failure (its own clock; the node's may differ).
+	Seen time.Time
+	// Period is the failing probe's periodSeconds.
+	Period time.Duration
 }
 
 // Input is a workload's state at Now.
@@ -97,6 +101,9 @@ const (
 	ReasonPodOptedOut        Reason = "PodOptedOut"
 	ReasonBlacklisted        Reason = "Blacklisted"
 	ReasonCircuitBreakerOpen Reason = "CircuitBreakerOpen"
+	// ReasonObserving: the failure is younger than the breaker's window. Not a protection
+	// holding back but the normal pace, so it is neither an event nor a metric.
+	ReasonObserving          Reason = "Observing"
 	ReasonRecreateInProgress Reason = "RecreateInProgress"
 	ReasonBackoff            Reason = "Backoff"
 	ReasonMaxUnavailable     Reason = "MaxUnavailable"
@@ -183,6 +190,10 @@ func decideOne(in Input, p *Pod, failing []Failure, breaker Breaker, unavailable
 		return held(ReasonCircuitBreakerOpen, "circuit breaker open for %s: %d of its %d pods fail liveness at once (opens above %s), so the cause is likely shared and restarts would not cure it",
 			in.Workload, breaker.Failing, breaker.Total, s.FailingShare.String())
 	}
+	if wait := observeLeft(in.Now, s, failing); wait > 0 {
+		return Held, ReasonObserving, fmt.Sprintf("watching the failure %s longer before acting, in case other pods of %s fail with it (%d of %d do now)",
+			wait.Round(time.Millisecond), in.Workload, breaker.Failing, breaker.Total), wait
+	}
 	if p.Recreating {
 		return held(ReasonRecreateInProgress, "a ContainerRecreateRequest for the pod is still active")
 	}
@@ -263,6 +274,21 @@ func backoffLeft(now time.Time, s *Settings, rec Record, failing []Failure) (tim
 		}
 	}
 	return longest, count
+}
+
+// observeLeft is how much longer the breaker's window keeps the newest of failing under watch.
+func observeLeft(now time.Time, s *Settings, failing []Failure) time.Duration {
+	var longest time.Duration
+	for _, f := range failing {
+		window := f.Period
+		if s.BreakerWindow != nil {
+			window = *s.BreakerWindow
+		}
+		if left := f.Seen.Add(window).Sub(now); left > longest {
+			longest = left
+		}
+	}
+	return longest
 }
 
 // restartsAfter is the count of the container's restarts including one now: reset like the

@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 	blackSel := settings(func(c *Config) { c.Blacklist = Blacklist{Selectors: []string{"app=web"}} })
 	recorded := func(p Pod, restarts int, lastRestart time.Duration) Pod {
 		p.Record = Record{Containers: map[string]ContainerRecord{"app": {
-			Failure: metav1.Time{Time: t0.Add(-time.Hour)}, Restarts: restarts, LastRestart: metav1.Time{Time: t0.Add(lastRestart)},
+			Failure: metav1.Time{Time: t0.Add(-time.Hour)}, Restarts: restarts, LastRestart: metav1.NewMicroTime(t0.Add(lastRestart)),
 		}}}
 		return p
 	}
@@ -172,7 +172,7 @@ func TestDecide(t *testing.T) {
 			want:   "web-0:restart/LivenessFailed web-1:held/RateLimited", retry: 0},
 		{name: "already acted on: the state predates the restart",
 			in: input(def, with(failing("web-0", 0), func(p *Pod) {
-				p.Record = Record{Containers: map[string]ContainerRecord{"app": {Failure: metav1.Time{Time: t0}, Restarts: 1, LastRestart: metav1.Time{Time: t0}}}}
+				p.Record = Record{Containers: map[string]ContainerRecord{"app": {Failure: metav1.Time{Time: t0}, Restarts: 1, LastRestart: metav1.NewMicroTime(t0)}}}
 			}), healthy("w1")),
 			want: ""},
 		{name: "first restart: no backoff", in: input(def, failing("web-0", 0), healthy("w1")), want: "web-0:restart/LivenessFailed"},
@@ -191,6 +191,22 @@ func TestDecide(t *testing.T) {
 		{name: "ran 10m healthy since the restart: backoff reset",
 			in:   with2(input(def, recorded(failing("web-0", 11*time.Minute), 20, 0), healthy("w1")), func(in *Input) { in.Now = t0.Add(11 * time.Minute) }),
 			want: "web-0:restart/LivenessFailed"},
+		{name: "a failure younger than its probe's period is watched first",
+			in:   input(def, with(failing("web-0", 0), func(p *Pod) { p.Failing[0].Seen, p.Failing[0].Period = t0.Add(59*time.Second), 3*time.Second }), healthy("w1")),
+			want: "web-0:held/Observing", retry: 2 * time.Second},
+		{name: "a configured window replaces the period",
+			in: input(settings(func(c *Config) { c.CircuitBreaker.Window = &metav1.Duration{} }),
+				with(failing("web-0", 0), func(p *Pod) { p.Failing[0].Seen, p.Failing[0].Period = t0.Add(time.Minute), 10*time.Second }), healthy("w1")),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "the breaker holds during the window too",
+			in: input(def, func() []Pod {
+				pods := six(4)
+				for i := range 4 {
+					pods[i].Failing[0].Seen, pods[i].Failing[0].Period = t0.Add(time.Minute), time.Second
+				}
+				return pods
+			}()...), open: true,
+			want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen web-2:held/CircuitBreakerOpen web-3:held/CircuitBreakerOpen"},
 		{name: "two containers: one request for both",
 			in: input(def, failing("web-0", 0, "app", "sidecar"), healthy("w1")), want: "web-0:restart/LivenessFailed"},
 	}

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // Annotations and labels of the decider. They are probeshim's own: OpenKruise never published a
@@ -37,7 +38,7 @@ type Record struct {
 	Request string `json:"request,omitempty"`
 	// Requested is when Request was decided: a request missing soon after was never created
 	// (the decider stopped in between), one missing later was finished and deleted.
-	Requested *metav1.Time `json:"requested,omitempty"`
+	Requested *metav1.MicroTime `json:"requested,omitempty"`
 }
 
 // ContainerRecord is what the decider did to one container.
@@ -47,8 +48,9 @@ type ContainerRecord struct {
 	Failure metav1.Time `json:"failure"`
 	// Restarts counts the restarts since the last backoff reset.
 	Restarts int `json:"restarts"`
-	// LastRestart is when the last restart was decided.
-	LastRestart metav1.Time `json:"lastRestart"`
+	// LastRestart is when the last restart was decided (to the microsecond: the backoff is
+	// counted from it).
+	LastRestart metav1.MicroTime `json:"lastRestart"`
 }
 
 // ParseRecord decodes the annotation; an unreadable record is an error and counts as empty.
@@ -75,7 +77,7 @@ func (r Record) format() string {
 
 // withRestart is r after deciding to restart failing at now with request name.
 func (r Record) withRestart(s *Settings, failing []Failure, now time.Time, name string) Record {
-	out := Record{Containers: map[string]ContainerRecord{}, Request: name, Requested: &metav1.Time{Time: now}}
+	out := Record{Containers: map[string]ContainerRecord{}, Request: name, Requested: ptr.To(metav1.NewMicroTime(now))}
 	for c, cr := range r.Containers {
 		out.Containers[c] = cr
 	}
@@ -83,7 +85,7 @@ func (r Record) withRestart(s *Settings, failing []Failure, now time.Time, name 
 		out.Containers[f.Container] = ContainerRecord{
 			Failure:     metav1.Time{Time: f.Since},
 			Restarts:    restartsAfter(s, r, f),
-			LastRestart: metav1.Time{Time: now},
+			LastRestart: metav1.NewMicroTime(now),
 		}
 	}
 	return out
