@@ -79,18 +79,7 @@ func TestCluster(t *testing.T) {
 		t.Run("enhanced liveness", s.testEnhancedLiveness)
 	})
 
-	if strings.Contains(s.svc.Logs(), "panic") {
-		t.Errorf("the node service log shows a panic:\n%s", s.svc.Logs())
-	}
-	logs, err := Logs(framework.Context(t, time.Minute), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for pod, l := range logs {
-		if strings.Contains(l, "panic") {
-			t.Errorf("the log of %s shows a panic:\n%s", pod, l)
-		}
-	}
+	CheckNoPanics(t, c, s.svc)
 }
 
 // ---- scenarios ----

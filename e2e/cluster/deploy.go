@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -214,6 +215,24 @@ func Logs(ctx context.Context, c *framework.Cluster) (map[string]string, error) 
 		out[p.Name] = string(b)
 	}
 	return out, nil
+}
+
+// CheckNoPanics fails t when the log of the node service svc or of a pod of the cluster
+// deployment shows a panic.
+func CheckNoPanics(t *testing.T, c *framework.Cluster, svc *framework.NodeService) {
+	t.Helper()
+	if strings.Contains(svc.Logs(), "panic") {
+		t.Errorf("the node service log shows a panic:\n%s", svc.Logs())
+	}
+	logs, err := Logs(framework.Context(t, time.Minute), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pod, l := range logs {
+		if strings.Contains(l, "panic") {
+			t.Errorf("the log of %s shows a panic:\n%s", pod, l)
+		}
+	}
 }
 
 func errText(err error) string {

@@ -162,26 +162,7 @@ func setUpPackagedNode(t *testing.T, c *framework.Cluster) *packagedNode {
 // metrics fetches the packaged service's /metrics (its default address, on
 // the loopback of the rig's netns, which the container shares).
 func (n *packagedNode) metrics(ctx context.Context) (string, error) {
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return rig.DialNetNS(ctx, n.c.NetNSPath(), network, addr)
-		},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:10268/metrics", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	return string(b), err
+	return n.c.GetInRig(ctx, "http://127.0.0.1:10268/metrics")
 }
 
 // proxiedCalls is probeshim_cri_proxy_calls_total for one method (all when

@@ -94,18 +94,7 @@ func TestDecider(t *testing.T) {
 	t.Run("rate limit", s.testRateLimit)
 	t.Run("failover", s.testFailover)
 
-	if strings.Contains(s.svc.Logs(), "panic") {
-		t.Errorf("the node service log shows a panic:\n%s", s.svc.Logs())
-	}
-	logs, err := cluster.Logs(framework.Context(t, time.Minute), s.c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for pod, l := range logs {
-		if strings.Contains(l, "panic") {
-			t.Errorf("the log of %s shows a panic:\n%s", pod, l)
-		}
-	}
+	cluster.CheckNoPanics(t, s.c, s.svc)
 }
 
 // One pod of six fails its liveness probe: exactly its container is restarted, once, through a
@@ -217,15 +206,7 @@ func (s *suite) testBudget(t *testing.T) {
 	failing := pods[:3]
 	s.failAll(t, failing, failMarker)
 
-	for _, p := range failing {
-		s.waitRestarts(t, p, 1, 3*waitRestart)
-	}
-	s.waitAllDeleted(t, ns, time.Minute)
-	s.checkOneEach(t, ns, failing, pods[3:])
-	if most, at := s.crrs.maxActive(ns); most > 1 {
-		t.Errorf("%d requests were active at once (%v), the budget allows 1: %s", most, at, s.crrs.describe(ns))
-	}
-	s.checkAvailability(t, ns, ready)
+	s.checkPaced(t, ns, failing, pods[3:], ready)
 	evs, err := s.c.Kube.CoreV1().Events(ns).List(framework.Context(t, time.Minute), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -553,11 +534,19 @@ func (s *suite) testFailover(t *testing.T) {
 	}
 	t.Logf("new leader %s after %s", newHolder, time.Since(crashed).Round(100*time.Millisecond))
 
+	s.checkPaced(t, ns, failing, pods[3:], ready)
+}
+
+// checkPaced waits until each failing pod was restarted once and the requests are gone, and
+// wants one request per failing pod, none for the healthy ones, never two active at once and
+// never two pods unavailable at once.
+func (s *suite) checkPaced(t *testing.T, ns string, failing, healthy []*corev1.Pod, ready *readyLog) {
+	t.Helper()
 	for _, p := range failing {
 		s.waitRestarts(t, p, 1, 3*waitRestart)
 	}
 	s.waitAllDeleted(t, ns, time.Minute)
-	s.checkOneEach(t, ns, failing, pods[3:])
+	s.checkOneEach(t, ns, failing, healthy)
 	if most, at := s.crrs.maxActive(ns); most > 1 {
 		t.Errorf("%d requests were active at once (%v), the budget allows 1: %s", most, at, s.crrs.describe(ns))
 	}

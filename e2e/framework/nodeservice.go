@@ -252,13 +252,20 @@ func (s *NodeService) Status(ctx context.Context) (*server.Status, error) {
 // Get fetches a path of the service's local HTTP endpoint (health, metrics),
 // which listens on loopback inside the rig's netns.
 func (s *NodeService) Get(ctx context.Context, path string) (string, error) {
-	client := &http.Client{Transport: &http.Transport{
+	return s.c.GetInRig(ctx, "http://"+s.health+path)
+}
+
+// GetInRig fetches url with a connection made inside the rig's network
+// namespace (the node's loopback, where the node services listen). A status
+// other than 200 is an error; the body comes back either way.
+func (c *Cluster) GetInRig(ctx context.Context, url string) (string, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return rig.DialNetNS(ctx, s.c.NetNSPath(), network, addr)
+			return rig.DialNetNS(ctx, c.NetNSPath(), network, addr)
 		},
 		DisableKeepAlives: true,
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.health+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}
@@ -269,7 +276,7 @@ func (s *NodeService) Get(ctx context.Context, path string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return string(b), fmt.Errorf("GET %s: %s", path, resp.Status)
+		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), err
 }
