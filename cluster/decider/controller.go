@@ -79,6 +79,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := indexNodes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing NodePodProbes by node: %w", err)
 	}
+	if err := indexRequests(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("indexing ContainerRecreateRequests by pod: %w", err)
+	}
 	cfg, err := newConfigSource(mgr, o.Namespace)
 	if err != nil {
 		return err
@@ -285,7 +288,7 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 	if npp == nil {
 		return nil, nil
 	}
-	periods := probePeriods(pod)
+	var periods map[string]time.Duration // parsed only for a pod with a failure
 	var out []Failure
 	for i := range npp.Status.PodProbeStatuses {
 		st := &npp.Status.PodProbeStatuses[i]
@@ -294,6 +297,9 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 		}
 		for _, ps := range st.ProbeStates {
 			if c, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok && ps.State == v1alpha1.ProbeFailed {
+				if periods == nil {
+					periods = probePeriods(pod)
+				}
 				out = append(out, Failure{Container: c, Since: ps.LastTransitionTime.Time, Period: periods[c]})
 			}
 		}
@@ -324,7 +330,7 @@ func probePeriods(pod *corev1.Pod) map[string]time.Duration {
 func (d *decider) activeRequest(ctx context.Context, pod *corev1.Pod) (bool, error) {
 	var list v1alpha1.ContainerRecreateRequestList
 	if err := d.client.List(ctx, &list, client.InNamespace(pod.Namespace),
-		client.MatchingLabels{v1alpha1.LabelCRRPodUID: string(pod.UID)}); err != nil {
+		client.MatchingFields{requestPodIndex: string(pod.UID)}); err != nil {
 		return false, fmt.Errorf("listing the ContainerRecreateRequests of pod %s: %w", klogRef(pod), err)
 	}
 	for i := range list.Items {

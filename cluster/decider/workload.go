@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
 
 // ownerIndex indexes pods and ReplicaSets by their controller, as "<Kind>/<name>" (a bare pod
@@ -50,6 +52,29 @@ func indexOwners(ctx context.Context, indexer client.FieldIndexer) error {
 		return err
 	}
 	return indexer.IndexField(ctx, replicaSetMeta(), ownerIndex, index)
+}
+
+// nodeIndex indexes NodePodProbes by name (their node's): a cache List on it can skip the deep
+// copy that a Get always makes.
+const nodeIndex = "probeshim.decider.node"
+
+func indexNodes(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.NodePodProbe{}, nodeIndex, func(o client.Object) []string {
+		return []string{o.GetName()}
+	})
+}
+
+// requestPodIndex indexes ContainerRecreateRequests by their pod's UID (the label
+// LabelCRRPodUID), so finding a pod's requests is no scan of its namespace's requests.
+const requestPodIndex = "probeshim.decider.pod-uid"
+
+func indexRequests(ctx context.Context, indexer client.FieldIndexer) error {
+	return indexer.IndexField(ctx, &v1alpha1.ContainerRecreateRequest{}, requestPodIndex, func(o client.Object) []string {
+		if uid := o.GetLabels()[v1alpha1.LabelCRRPodUID]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	})
 }
 
 // request encodes a workload as the work queue's key.
