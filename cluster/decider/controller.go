@@ -164,11 +164,11 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	views := make([]Pod, 0, len(pods))
 	npps := map[string]*v1alpha1.NodePodProbe{}
 	for _, p := range pods {
-		byUID[p.UID] = p
-		v, err := d.view(ctx, p, npps, now)
+		v, p, err := d.view(ctx, p, npps, now)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
+		byUID[p.UID] = p
 		views = append(views, v)
 	}
 	d.markSeen(wl, views, now)
@@ -213,31 +213,43 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 
 // view is what Decide needs of pod; it follows up on the request in flight first, which may
 // update the pod's record.
-func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe, now time.Time) (Pod, error) {
+//
+// pod is the cache's own object, read only; view returns the pod to use from then on: a copy
+// of it when the reconcile may write to it (a failure or a request in flight).
+func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe, now time.Time) (Pod, *corev1.Pod, error) {
 	v := Pod{
 		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: podReady(pod),
 		OptedOut: pod.Annotations[AnnotationRestartDisabled] == "true",
 	}
+	// Anyone's request makes any pod of the workload unavailable.
+	active, err := d.activeRequest(ctx, pod)
+	if err != nil {
+		return v, pod, err
+	}
+	v.Recreating = active
 	if pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
-		return v, nil // counts for the workload's size and availability only
+		return v, pod, nil // counts for the workload's size and availability only
+	}
+	if v.Failing, err = d.failures(ctx, pod, npps); err != nil {
+		return v, pod, err
 	}
 	rec, err := ParseRecord(pod.Annotations)
 	if err != nil {
 		// Someone edited it: acting as if nothing was done is the only reading left; say so.
 		log.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klogRef(pod))
 	}
-	active, err := d.activeRequest(ctx, pod)
-	if err != nil {
-		return v, err
+	v.Record = rec
+	if len(v.Failing) == 0 && rec.Request == "" {
+		return v, pod, nil // nothing to decide or follow up
 	}
+	pod = pod.DeepCopy() // the reconcile may write to this one
 	if rec.Request != "" {
 		if rec, active, err = d.followUp(ctx, pod, rec, active, now); err != nil {
-			return v, err
+			return v, pod, err
 		}
 	}
 	v.Record, v.Recreating = rec, active
-	v.Failing, err = d.failures(ctx, pod, npps)
-	return v, err
+	return v, pod, nil
 }
 
 // markSeen stamps each failure of views with when the decider first saw it, and forgets the

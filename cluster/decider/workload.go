@@ -113,13 +113,15 @@ func (w workloads) of(ctx context.Context, pod *corev1.Pod) Workload {
 	return Workload{Kind: ref.Kind, Namespace: pod.Namespace, Name: ref.Name}
 }
 
-// pods lists the workload's pods that are not being deleted.
+// pods lists the workload's pods that are not being deleted: the cache's own objects, to be
+// read only (copy one before changing it; the reconcile copies the few it may write to).
 func (w workloads) pods(ctx context.Context, wl Workload) ([]*corev1.Pod, error) {
 	owners := []string{wl.Kind + "/" + wl.Name}
 	if wl.Kind == "Deployment" {
 		var sets metav1.PartialObjectMetadataList
 		sets.SetGroupVersionKind(replicaSetGVK.GroupVersion().WithKind("ReplicaSetList"))
-		if err := w.reader.List(ctx, &sets, client.InNamespace(wl.Namespace), client.MatchingFields{ownerIndex: owners[0]}); err != nil {
+		if err := w.reader.List(ctx, &sets, client.InNamespace(wl.Namespace), client.MatchingFields{ownerIndex: owners[0]},
+			client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the ReplicaSets of %s: %w", wl, err)
 		}
 		owners = owners[:0]
@@ -130,7 +132,8 @@ func (w workloads) pods(ctx context.Context, wl Workload) ([]*corev1.Pod, error)
 	var out []*corev1.Pod
 	for _, owner := range owners {
 		var list corev1.PodList
-		if err := w.reader.List(ctx, &list, client.InNamespace(wl.Namespace), client.MatchingFields{ownerIndex: owner}); err != nil {
+		if err := w.reader.List(ctx, &list, client.InNamespace(wl.Namespace), client.MatchingFields{ownerIndex: owner},
+			client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing the pods of %s: %w", wl, err)
 		}
 		for i := range list.Items {
@@ -146,8 +149,8 @@ func (w workloads) pods(ctx context.Context, wl Workload) ([]*corev1.Pod, error)
 // (the strictest when several do), else the configured default. total is the workload's pod
 // count, the base of percentages.
 func (w workloads) budget(ctx context.Context, s *Settings, wl Workload, pods []*corev1.Pod) (Budget, error) {
-	var pdbs policyv1.PodDisruptionBudgetList
-	if err := w.reader.List(ctx, &pdbs, client.InNamespace(wl.Namespace)); err != nil {
+	var pdbs policyv1.PodDisruptionBudgetList // read only
+	if err := w.reader.List(ctx, &pdbs, client.InNamespace(wl.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return Budget{}, fmt.Errorf("listing PodDisruptionBudgets in %s: %w", wl.Namespace, err)
 	}
 	total := len(pods)
