@@ -332,6 +332,41 @@ func TestPodDisruptionBudgetPacesRestarts(t *testing.T) {
 	}
 }
 
+// Anyone's request makes its pod unavailable, whether or not the pod uses the enhanced liveness
+// probe: with the default budget of 1 in 4, a failing pod waits while another pod of its
+// workload is being recreated by someone else.
+func TestOthersRequestUsesTheBudget(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("shared", 4, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-0") {
+			delete(p.Annotations, v1alpha1.AnnotationUsingEnhancedLiveness)
+		}
+	})
+	manual := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: f.ns,
+			Labels: map[string]string{v1alpha1.LabelCRRPodUID: string(pods[0].UID)}},
+		Spec: v1alpha1.ContainerRecreateRequestSpec{PodName: pods[0].Name,
+			Containers: []v1alpha1.ContainerRecreateRequestContainer{{Name: "app"}}},
+	}
+	if err := env.Client.Create(context.Background(), manual); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[1])
+	f.waitEvent(pods[1], EventReasonHeld, string(ReasonMaxUnavailable))
+	if n := len(f.requests()); n != 1 {
+		t.Fatalf("%d requests, want only the one made by hand", n)
+	}
+	f.complete(manual, v1alpha1.ContainerRecreateRequestSucceeded)
+	testenv.Eventually(t, 10*time.Second, func() error {
+		for _, r := range f.requests() {
+			if r.Spec.PodName == pods[1].Name {
+				return nil
+			}
+		}
+		return fmt.Errorf("no request for %s after the other one finished", pods[1].Name)
+	})
+}
+
 func TestSwitchesHold(t *testing.T) {
 	f := newFixture(t)
 	pods := f.deployment("switched", 4, func(p *corev1.Pod) {

@@ -33,13 +33,13 @@ func usesEnhancedLiveness(o client.Object) bool {
 }
 
 // enqueuePod adds the workload of the pod named ns/name, when it still is the pod with uid
-// (any uid when empty) and uses the enhanced liveness probe.
-func (d *decider) enqueuePod(ctx context.Context, q queue, ns, name string, uid types.UID) {
+// (any uid when empty) and, if optedIn, uses the enhanced liveness probe.
+func (d *decider) enqueuePod(ctx context.Context, q queue, ns, name string, uid types.UID, optedIn bool) {
 	pod := &corev1.Pod{}
 	if err := d.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
 		return
 	}
-	if (uid == "" || pod.UID == uid) && usesEnhancedLiveness(pod) {
+	if (uid == "" || pod.UID == uid) && (!optedIn || usesEnhancedLiveness(pod)) {
 		q.Add(request(d.workloads.of(ctx, pod)))
 	}
 }
@@ -72,12 +72,12 @@ func nodePodProbeHandler(d *decider) handler.EventHandler {
 	enqueueChanged := func(ctx context.Context, q queue, old, cur map[statusKey]string) {
 		for k, sig := range cur {
 			if old[k] != sig {
-				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid)
+				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid, true)
 			}
 		}
 		for k := range old {
 			if _, ok := cur[k]; !ok {
-				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid)
+				d.enqueuePod(ctx, q, k.namespace, k.name, k.uid, true)
 			}
 		}
 	}
@@ -137,7 +137,8 @@ func mapsEqual(a, b map[string]string) bool {
 func requestHandler(d *decider) handler.EventHandler {
 	add := func(ctx context.Context, q queue, o client.Object) {
 		crr := o.(*v1alpha1.ContainerRecreateRequest)
-		d.enqueuePod(ctx, q, crr.Namespace, crr.Spec.PodName, types.UID(crr.Labels[v1alpha1.LabelCRRPodUID]))
+		// Any pod's request: it uses the budget of its workload's pods that do opt in.
+		d.enqueuePod(ctx, q, crr.Namespace, crr.Spec.PodName, types.UID(crr.Labels[v1alpha1.LabelCRRPodUID]), false)
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
