@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeshim/probeshim/internal/logtail"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 )
 
@@ -43,7 +44,7 @@ func bootNode(t *testing.T, f *fixture, name string, o nspawn.Options) *node {
 	if err != nil {
 		console.Close()
 		b, _ := os.ReadFile(console.Name())
-		t.Fatalf("boot %s: %v\nconsole:\n%s", name, err, lastLines(string(b), 30))
+		t.Fatalf("boot %s: %v\nconsole:\n%s", name, err, logtail.Last(string(b), 30))
 	}
 	t.Logf("timing: %s booted to running in %s", name, time.Since(start).Round(time.Millisecond))
 	n := &node{t: t, ctx: ctx, c: c}
@@ -177,14 +178,6 @@ func step(t *testing.T, name string, fn func()) {
 	start := time.Now()
 	fn()
 	t.Logf("timing: %s: %s", name, time.Since(start).Round(time.Millisecond))
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {

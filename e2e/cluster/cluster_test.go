@@ -23,6 +23,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +64,7 @@ func TestCluster(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", Diagnose(c))
-			t.Logf("node service log (end):\n%s", tail(s.svc.Logs(), 40))
+			t.Logf("node service log (end):\n%s", logtail.Last(s.svc.Logs(), 40))
 		}
 	})
 
@@ -687,7 +688,7 @@ func (s *suite) explain(pod *corev1.Pod) string {
 	if evs, err := s.c.Events(ctx, pod.Namespace, pod.Name); err == nil {
 		b.WriteString("events:\n" + framework.FormatEvents(evs))
 	}
-	b.WriteString("node service log (end):\n" + tail(s.svc.Logs(), logLines))
+	b.WriteString("node service log (end):\n" + logtail.Last(s.svc.Logs(), logLines))
 	return b.String()
 }
 
@@ -822,12 +823,4 @@ func probeNames(probes []v1alpha1.ContainerProbe) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

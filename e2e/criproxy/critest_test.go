@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // critestSkip are the specs left out because they cannot run here, not
@@ -117,7 +118,7 @@ func runCritest(t *testing.T, c *framework.Cluster, label, sock string) critestR
 	b, err := os.ReadFile(report)
 	if err != nil {
 		out, _ := os.ReadFile(logPath)
-		t.Fatalf("critest %s: no report (%v, exit %v):\n%s", label, err, runErr, lastLines(string(out), 40))
+		t.Fatalf("critest %s: no report (%v, exit %v):\n%s", label, err, runErr, logtail.Last(string(out), 40))
 	}
 	var suites []struct {
 		SpecReports []struct {

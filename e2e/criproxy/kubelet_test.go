@@ -26,6 +26,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/logtail"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 	"github.com/probeshim/probeshim/shim/server"
@@ -116,7 +117,7 @@ func setUpPackagedNode(t *testing.T, c *framework.Cluster) *packagedNode {
 	if err != nil {
 		console.Close()
 		b, _ := os.ReadFile(console.Name())
-		t.Fatalf("boot: %v\nconsole:\n%s", err, lastLines(string(b), 30))
+		t.Fatalf("boot: %v\nconsole:\n%s", err, logtail.Last(string(b), 30))
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -512,7 +513,7 @@ func (n *packagedNode) testRestartDuringChurn(t *testing.T) {
 		}
 	}
 	if len(trouble) > 0 {
-		t.Errorf("the kubelet logged %d runtime errors in the window:\n%s", len(trouble), lastLines(strings.Join(trouble, "\n"), 20))
+		t.Errorf("the kubelet logged %d runtime errors in the window:\n%s", len(trouble), logtail.Last(strings.Join(trouble, "\n"), 20))
 	}
 	// The new process counts from zero: calls there are the kubelet's after
 	// the restart.

@@ -26,6 +26,7 @@ import (
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/e2e/rig/image"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +78,7 @@ func startProxy(tb testing.TB, c *framework.Cluster) (*framework.NodeService, st
 	sock := filepath.Join(tb.TempDir(), "cri.sock")
 	svc := c.StartNodeService(tb, "--cri-proxy", "--cri-proxy-socket", sock)
 	if err := waitCRI(framework.Context(tb, time.Minute), sock, 30*time.Second); err != nil {
-		tb.Fatalf("%v\nnode service log:\n%s", err, lastLines(svc.Logs(), 30))
+		tb.Fatalf("%v\nnode service log:\n%s", err, logtail.Last(svc.Logs(), 30))
 	}
 	return svc, sock
 }
@@ -146,14 +147,6 @@ func metric(body, name string) (float64, bool) {
 		}
 	}
 	return sum, found
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // restartKubelet starts the kubelet stopped by a test again and waits until

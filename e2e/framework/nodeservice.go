@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/logtail"
 	"github.com/probeshim/probeshim/shim/server"
 )
 
@@ -197,7 +198,7 @@ func (s *NodeService) Start(t testing.TB) {
 	err = WaitFor(ctx, time.Minute, "node service ready (/readyz)", func(ctx context.Context) (bool, string, error) {
 		select {
 		case <-done:
-			return false, "", fmt.Errorf("node service exited: %s", lastLines(s.Logs(), 20))
+			return false, "", fmt.Errorf("node service exited: %s", logtail.Last(s.Logs(), 20))
 		default:
 		}
 		body, err := s.Get(ctx, "/readyz")
@@ -207,7 +208,7 @@ func (s *NodeService) Start(t testing.TB) {
 		return strings.TrimSpace(body) == "ok", body, nil
 	})
 	if err != nil {
-		t.Fatalf("%v\nlog:\n%s", err, lastLines(s.Logs(), 30))
+		t.Fatalf("%v\nlog:\n%s", err, logtail.Last(s.Logs(), 30))
 	}
 }
 
@@ -279,12 +280,4 @@ func (c *Cluster) GetInRig(ctx context.Context, url string) (string, error) {
 		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), err
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

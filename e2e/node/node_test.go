@@ -21,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }
@@ -387,7 +388,7 @@ func (s *suite) waitState(t *testing.T, probe string, want v1alpha1.ProbeState, 
 	t.Helper()
 	err := s.c.WaitForProbeState(framework.Context(t, timeout+time.Minute), s.c.Rig.NodeName(), s.pod.UID, probe, want, timeout)
 	if err != nil {
-		t.Fatalf("%v\nnode service log:\n%s", err, tail(s.svc.Logs(), 30))
+		t.Fatalf("%v\nnode service log:\n%s", err, logtail.Last(s.svc.Logs(), 30))
 	}
 }
 
@@ -405,12 +406,4 @@ func (s *suite) waitGone(t *testing.T, probe string, timeout time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

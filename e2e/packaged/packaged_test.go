@@ -21,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 )
@@ -128,7 +129,7 @@ func TestPackagedServiceOnRig(t *testing.T) {
 			}
 			msgs = append(msgs, fmt.Sprint(e["MESSAGE"]))
 		}
-		t.Logf("journalctl -u probeshim POD_NAME=%s: %d entries:\n%s", pod.Name, len(entries), lastLines(strings.Join(msgs, "\n"), 10))
+		t.Logf("journalctl -u probeshim POD_NAME=%s: %d entries:\n%s", pod.Name, len(entries), logtail.Last(strings.Join(msgs, "\n"), 10))
 		// The filter really filters: nothing for a pod nobody logged.
 		if none, err := journal(ctx, ctr, "POD_NAME=no-such-pod"); err != nil || len(none) != 0 {
 			t.Fatalf("journalctl POD_NAME=no-such-pod: %d entries, %v", len(none), err)
@@ -165,7 +166,7 @@ func boot(t *testing.T, r rigtest.Rig, root, build, work string) *nspawn.Contain
 	if err != nil {
 		console.Close()
 		b, _ := os.ReadFile(console.Name())
-		t.Fatalf("boot: %v\nconsole:\n%s", err, lastLines(string(b), 30))
+		t.Fatalf("boot: %v\nconsole:\n%s", err, logtail.Last(string(b), 30))
 	}
 	t.Logf("timing: container booted in the rig's netns in %s", time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
@@ -260,12 +261,4 @@ func step(t *testing.T, name string, fn func()) {
 	start := time.Now()
 	fn()
 	t.Logf("timing: %s: %s", name, time.Since(start).Round(time.Millisecond))
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

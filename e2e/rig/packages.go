@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // Packages are the Debian packages the rig runs: the container runtime, the CNI
@@ -59,7 +61,7 @@ func runApt(ctx context.Context, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, tail(out.Bytes(), 40))
+		return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, logtail.Last(out.String(), 40))
 	}
 	return nil
 }

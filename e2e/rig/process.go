@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // process is one long-running component the rig started.
@@ -45,7 +47,7 @@ func (r *Rig) startProcess(name string, argv ...string) (*process, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{Name: name, PID: cmd.Process.Pid, Log: logPath, cmd: cmd, argv: argv, exited: make(chan struct{})}
-	p.Start = procStartTime(p.PID)
+	p.Start = ProcStartTime(p.PID)
 	if err := r.cgroups.add(daemonCgroup, p.PID); err != nil {
 		_ = cmd.Process.Kill()
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -73,11 +75,12 @@ func (p *process) failed() error {
 // and the end of its log.
 func (p *process) describe(err error) error {
 	b, _ := os.ReadFile(p.Log)
-	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s", p.Name, err, p.Log, tail(b, 30))
+	return fmt.Errorf("%s: %w\n--- last lines of %s ---\n%s", p.Name, err, p.Log, logtail.Last(string(b), 30))
 }
 
-// procStartTime returns field 22 of /proc/PID/stat, or 0 when the process is gone.
-func procStartTime(pid int) uint64 {
+// ProcStartTime returns field 22 of /proc/PID/stat (the start time in clock ticks), or 0 when
+// the process is gone; with the pid it names one process even after the pid is reused.
+func ProcStartTime(pid int) uint64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
@@ -98,12 +101,12 @@ func procStartTime(pid int) uint64 {
 // killRecorded sends SIGKILL to a recorded process if it is still the same
 // process (same start time), and waits briefly for it to go away.
 func killRecorded(pid int, start uint64) {
-	if pid <= 1 || start == 0 || procStartTime(pid) != start {
+	if pid <= 1 || start == 0 || ProcStartTime(pid) != start {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && procStartTime(pid) == start {
+	for time.Now().Before(deadline) && ProcStartTime(pid) == start {
 		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(st, []byte(") Z ")) {
 			return // a zombie of our own, reaped by cmd.Wait
 		}
@@ -124,13 +127,4 @@ func (p *process) stopGracefully(grace time.Duration) {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	}
-}
-
-// tail returns the last n lines of b.
-func tail(b []byte, n int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

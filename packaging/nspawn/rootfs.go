@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // Suite and Packages define the base system: Debian's minimal variant plus systemd as init, D-Bus
@@ -65,7 +67,7 @@ func Rootfs(ctx context.Context, cacheDir string, logf func(string, ...any)) (st
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("mmdebstrap: %w\n%s", err, tail(out.String(), 30))
+		return "", fmt.Errorf("mmdebstrap: %w\n%s", err, logtail.Last(out.String(), 30))
 	}
 	if err := os.Rename(tmp, tarball); err != nil {
 		return "", err
@@ -117,16 +119,8 @@ func EnsureHostPackages(ctx context.Context, logf func(string, ...any), pkgs ...
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, tail(string(out), 30))
+			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, logtail.Last(string(out), 30))
 		}
 	}
 	return nil
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -440,7 +440,7 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 		_ = cmd.Process.Kill()
 		return 0, err
 	}
-	if err := os.WriteFile(pidFile(r.Dir()), fmt.Appendf(nil, "%d %d\n", pid, procStartTime(pid)), 0o644); err != nil {
+	if err := os.WriteFile(pidFile(r.Dir()), fmt.Appendf(nil, "%d %d\n", pid, rig.ProcStartTime(pid)), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		return 0, err
 	}
@@ -556,25 +556,6 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// procStartTime is field 22 of /proc/PID/stat (start time in clock ticks), 0 when the process
-// is gone; with the pid it names one process even after the pid is reused.
-func procStartTime(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
-}
-
 // ---- down ----
 
 func down(ctx context.Context) error {
@@ -615,13 +596,13 @@ func stopNodeService(rigDir string) error {
 	if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
 		return fmt.Errorf("pid file %s: %q", pidFile(rigDir), b)
 	}
-	if start == 0 || procStartTime(pid) != start {
+	if start == 0 || rig.ProcStartTime(pid) != start {
 		return nil // gone already (the pid may belong to another process now)
 	}
 	fmt.Printf("demo: stopping the node service (pid %d)\n", pid)
 	_ = syscall.Kill(pid, syscall.SIGTERM)
 	deadline := time.Now().Add(15 * time.Second)
-	for procStartTime(pid) == start && !zombie(pid) {
+	for rig.ProcStartTime(pid) == start && !zombie(pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			deadline = time.Now().Add(5 * time.Second)
