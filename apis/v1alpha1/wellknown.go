@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Pod annotations of the enhanced liveness probe.
@@ -20,6 +21,11 @@ const (
 	// [{"name":"<container>","livenessProbe":{...}}] (see ContainerLivenessProbe).
 	AnnotationContainerProbeContext = "apps.kruise.io/container-probe-context"
 )
+
+// UsesEnhancedLiveness reports whether the pod o opted in with AnnotationUsingEnhancedLiveness.
+func UsesEnhancedLiveness(o metav1.Object) bool {
+	return o.GetAnnotations()[AnnotationUsingEnhancedLiveness] == "true"
+}
 
 // Event reasons on a pod when a probe result changes; the names OpenKruise uses, so existing
 // alerting on them keeps working.

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -227,7 +228,7 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 		return v, pod, err
 	}
 	v.Recreating = active
-	if pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
+	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return v, pod, nil // counts for the workload's size and availability only
 	}
 	if v.Failing, err = d.failures(ctx, pod, npps); err != nil {
@@ -236,7 +237,7 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	rec, err := ParseRecord(pod.Annotations)
 	if err != nil {
 		// Someone edited it: acting as if nothing was done is the only reading left; say so.
-		log.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klogRef(pod))
+		log.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klog.KObj(pod))
 	}
 	v.Record = rec
 	if len(v.Failing) == 0 && rec.Request == "" {
@@ -343,7 +344,7 @@ func (d *decider) activeRequest(ctx context.Context, pod *corev1.Pod) (bool, err
 	var list v1alpha1.ContainerRecreateRequestList
 	if err := d.client.List(ctx, &list, client.InNamespace(pod.Namespace),
 		client.MatchingFields{requestPodIndex: string(pod.UID)}); err != nil {
-		return false, fmt.Errorf("listing the ContainerRecreateRequests of pod %s: %w", klogRef(pod), err)
+		return false, fmt.Errorf("listing the ContainerRecreateRequests of pod %s: %w", klog.KObj(pod), err)
 	}
 	for i := range list.Items {
 		if !finished(&list.Items[i]) {
@@ -360,7 +361,7 @@ func finished(crr *v1alpha1.ContainerRecreateRequest) bool {
 // followUp settles the request in pod's record: still running, never created (create it now),
 // or finished (note which containers it did not restart, then delete it).
 func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, active bool, now time.Time) (Record, bool, error) {
-	logger := log.FromContext(ctx).WithValues("pod", klogRef(pod), "crr", rec.Request)
+	logger := log.FromContext(ctx).WithValues("pod", klog.KObj(pod), "crr", rec.Request)
 	crr := &v1alpha1.ContainerRecreateRequest{}
 	err := d.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, crr)
 	switch {
@@ -384,7 +385,8 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 		}
 		slices.SortFunc(failing, func(a, b Failure) int { return strings.Compare(a.Container, b.Container) })
 		if len(failing) > 0 {
-			_, err := d.createRequest(ctx, pod, rec.Request, failing, d.settingsOrDefault())
+			s, _, _ := d.config.current()
+			_, err := d.createRequest(ctx, pod, rec.Request, failing, s)
 			return rec, true, err
 		}
 		fallthrough
@@ -420,14 +422,6 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 		}
 	}
 	return rec, active, nil
-}
-
-func (d *decider) settingsOrDefault() *Settings {
-	s, _, _ := d.config.current()
-	if s == nil {
-		return DefaultSettings()
-	}
-	return s
 }
 
 // restart records the decision on the pod, then creates the request. The record comes first
@@ -467,7 +461,7 @@ func (d *decider) patchRecord(ctx context.Context, pod *corev1.Pod, rec Record) 
 		pod.Annotations[AnnotationRestarts] = rec.format()
 	}
 	if err := d.client.Patch(ctx, pod, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("recording the restart on pod %s: %w", klogRef(pod), err)
+		return fmt.Errorf("recording the restart on pod %s: %w", klog.KObj(pod), err)
 	}
 	return nil
 }
@@ -506,7 +500,7 @@ func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name strin
 	if err != nil {
 		return nil, fmt.Errorf("creating ContainerRecreateRequest %s/%s: %w", pod.Namespace, name, err)
 	}
-	log.FromContext(ctx).Info("restarting containers whose liveness probe failed", "pod", klogRef(pod), "crr", name,
+	log.FromContext(ctx).Info("restarting containers whose liveness probe failed", "pod", klog.KObj(pod), "crr", name,
 		"containers", containerList(failing))
 	return crr, nil
 }
@@ -554,7 +548,7 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 			continue
 		}
 		if dec.Reason == ReasonObserving {
-			log.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klogRef(pods[dec.Pod.UID]), "message", dec.Message)
+			log.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klog.KObj(pods[dec.Pod.UID]), "message", dec.Message)
 			continue
 		}
 		d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()
@@ -568,7 +562,7 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 			d.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReasonHeld, string(dec.Reason),
 				"restart of %s held back (%s): %s", containerList(dec.Failing), dec.Reason, dec.Message)
 		}
-		log.FromContext(ctx).Info("liveness restart decision", "pod", klogRef(pod), "outcome", dec.Outcome,
+		log.FromContext(ctx).Info("liveness restart decision", "pod", klog.KObj(pod), "outcome", dec.Outcome,
 			"reason", dec.Reason, "message", dec.Message)
 	}
 	if len(next) == 0 {
@@ -623,5 +617,3 @@ func podReady(pod *corev1.Pod) bool {
 	}
 	return false
 }
-
-func klogRef(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

@@ -5,6 +5,7 @@ package decider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,10 +29,6 @@ import (
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 
-func usesEnhancedLiveness(o client.Object) bool {
-	return o.GetAnnotations()[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
-}
-
 // enqueuePod adds the workload of the pod named ns/name, when it still is the pod with uid
 // (any uid when empty) and, if optedIn, uses the enhanced liveness probe.
 func (d *decider) enqueuePod(ctx context.Context, q queue, ns, name string, uid types.UID, optedIn bool) {
@@ -39,7 +36,7 @@ func (d *decider) enqueuePod(ctx context.Context, q queue, ns, name string, uid 
 	if err := d.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pod); err != nil {
 		return
 	}
-	if (uid == "" || pod.UID == uid) && (!optedIn || usesEnhancedLiveness(pod)) {
+	if (uid == "" || pod.UID == uid) && (!optedIn || v1alpha1.UsesEnhancedLiveness(pod)) {
 		q.Add(request(d.workloads.of(ctx, pod)))
 	}
 }
@@ -93,7 +90,7 @@ func nodePodProbeHandler(d *decider) handler.EventHandler {
 
 func podHandler(d *decider) handler.EventHandler {
 	add := func(ctx context.Context, q queue, o client.Object) {
-		if usesEnhancedLiveness(o) {
+		if v1alpha1.UsesEnhancedLiveness(o) {
 			q.Add(request(d.workloads.of(ctx, o.(*corev1.Pod))))
 		}
 	}
@@ -119,19 +116,7 @@ func podChanged(old, cur *corev1.Pod) bool {
 		}
 	}
 	return podReady(old) != podReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-		old.Status.Phase != cur.Status.Phase || !mapsEqual(old.Labels, cur.Labels)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+		old.Status.Phase != cur.Status.Phase || !maps.Equal(old.Labels, cur.Labels)
 }
 
 func requestHandler(d *decider) handler.EventHandler {
@@ -169,7 +154,7 @@ func (d *decider) enqueueNamespace(ctx context.Context, q queue, ns string, sel 
 	}
 	seen := map[Workload]bool{}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; usesEnhancedLiveness(p) {
+		if p := &pods.Items[i]; v1alpha1.UsesEnhancedLiveness(p) {
 			if w := d.workloads.of(ctx, p); !seen[w] {
 				seen[w] = true
 				q.Add(request(w))

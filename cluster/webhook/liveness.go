@@ -50,7 +50,7 @@ func (LivenessMutator) Handle(_ context.Context, req admission.Request) admissio
 	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding pod: %w", err))
 	}
-	if pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
+	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return admission.Allowed("")
 	}
 	if _, mirror := pod.Annotations[annotationMirrorPod]; mirror {

@@ -128,7 +128,7 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 	for i := range pods {
 		pod := &pods[i]
 		raw, ok := pod.Annotations[v1alpha1.AnnotationContainerProbeContext]
-		if !usesEnhancedLiveness(pod) || !ok || !nppspec.Probeable(pod) {
+		if !v1alpha1.UsesEnhancedLiveness(pod) || !ok || !nppspec.Probeable(pod) {
 			continue
 		}
 		probes, err := v1alpha1.ParseContainerProbeContext(raw)
@@ -167,10 +167,6 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 	return nppspec.Canonical(out), skipped
 }
 
-func usesEnhancedLiveness(pod *corev1.Pod) bool {
-	return pod.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
-}
-
 // report records an event on the pod for each skip not reported before for this node.
 func (r *reconciler) report(node string, skipped []skip) {
 	keys := make([]string, len(skipped))
@@ -185,9 +181,7 @@ func (r *reconciler) report(node string, skipped []skip) {
 
 // optedIn passes events of pods that use, or used before an update, the enhanced liveness probe.
 func optedIn() predicate.Predicate {
-	is := func(o client.Object) bool {
-		return o.GetAnnotations()[v1alpha1.AnnotationUsingEnhancedLiveness] == "true"
-	}
+	is := func(o client.Object) bool { return v1alpha1.UsesEnhancedLiveness(o) }
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },
 		DeleteFunc:  func(e event.DeleteEvent) bool { return is(e.Object) },
