@@ -3,7 +3,6 @@ package criproxy
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,7 +91,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 			}
 			p = append(p, time.Since(t0))
 		}
-		dm, d99, pm, p99 := quantile(d, 0.5), quantile(d, 0.99), quantile(p, 0.5), quantile(p, 0.99)
+		dm, d99, pm, p99 := framework.Percentile(d, 0.5), framework.Percentile(d, 0.99), framework.Percentile(p, 0.5), framework.Percentile(p, 0.99)
 		ratio := float64(pm) / float64(dm)
 		fmt.Fprintf(&report, "%-16s %6d %12s %12s %12s %12s %14s %12.3f\n", op.name, op.n,
 			round(dm), round(d99), round(pm), round(p99), round(pm-dm), ratio)
@@ -137,12 +136,6 @@ func appContainerID(b *testing.B, c *framework.Cluster, pod *corev1.Pod) string 
 		b.Fatalf("no container ID: %s", framework.DescribePod(pod))
 	}
 	return strings.TrimPrefix(cs.ContainerID, "containerd://")
-}
-
-func quantile(d []time.Duration, q float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 func round(d time.Duration) string { return d.Round(time.Microsecond).String() }

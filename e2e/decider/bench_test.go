@@ -116,8 +116,8 @@ func BenchmarkReaction(b *testing.B) {
 	}
 
 	report := func(name string, ds []time.Duration) {
-		b.ReportMetric(float64(percentile(ds, 0.5).Microseconds())/1000, name+"-p50-ms")
-		b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, name+"-p99-ms")
+		b.ReportMetric(float64(framework.Percentile(ds, 0.5).Microseconds())/1000, name+"-p50-ms")
+		b.ReportMetric(float64(framework.Percentile(ds, 0.99).Microseconds())/1000, name+"-p99-ms")
 	}
 	report("failed-to-crr", toCRR)
 	report("failed-to-killed", toKilled)
@@ -125,9 +125,9 @@ func BenchmarkReaction(b *testing.B) {
 	b.Logf("\n%d liveness failures, from the NodePodProbe status showing Failed:\n"+
 		"%-44s p50 %8s  p99 %8s\n%-44s p50 %8s  p99 %8s\n%-44s p50 %8s  p99 %8s\nall (ms): crr %v\n          killed %v\n          restarted %v",
 		len(pods),
-		"ContainerRecreateRequest created", percentile(toCRR, 0.5).Round(time.Millisecond), percentile(toCRR, 0.99).Round(time.Millisecond),
-		"container killed (request status isKilled)", percentile(toKilled, 0.5).Round(time.Millisecond), percentile(toKilled, 0.99).Round(time.Millisecond),
-		"restart seen by the kubelet (restartCount)", percentile(toRestart, 0.5).Round(time.Millisecond), percentile(toRestart, 0.99).Round(time.Millisecond),
+		"ContainerRecreateRequest created", framework.Percentile(toCRR, 0.5).Round(time.Millisecond), framework.Percentile(toCRR, 0.99).Round(time.Millisecond),
+		"container killed (request status isKilled)", framework.Percentile(toKilled, 0.5).Round(time.Millisecond), framework.Percentile(toKilled, 0.99).Round(time.Millisecond),
+		"restart seen by the kubelet (restartCount)", framework.Percentile(toRestart, 0.5).Round(time.Millisecond), framework.Percentile(toRestart, 0.99).Round(time.Millisecond),
 		roundAll(toCRR), roundAll(toKilled), roundAll(toRestart))
 }
 

@@ -751,16 +751,6 @@ func (s *suite) metric(ctx context.Context, pod, name string) (float64, bool, er
 
 // ---- numbers ----
 
-func percentile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(float64(len(s))*p+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func roundAll(ds []time.Duration) []string {
 	out := make([]string, len(ds))
 	for i, d := range ds {

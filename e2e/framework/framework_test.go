@@ -51,3 +51,18 @@ func TestEnvtest(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	for _, tt := range []struct {
+		p    float64
+		want time.Duration
+	}{{0.5, 3}, {0.99, 5}, {0.2, 1}, {1, 5}} {
+		if got := Percentile(ds, tt.p); got != tt.want {
+			t.Errorf("Percentile(%v) = %v, want %v", tt.p, got, tt.want)
+		}
+	}
+	if Percentile(nil, 0.5) != 0 || ds[0] != 5 {
+		t.Error("Percentile of nothing is not 0, or the input was sorted in place")
+	}
+}

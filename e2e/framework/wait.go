@@ -3,6 +3,8 @@ package framework
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,4 +140,15 @@ func DescribePod(p *corev1.Pod) string {
 		s += fmt.Sprintf(" [%s %s ready=%t restarts=%d]", cs.Name, state, cs.Ready, cs.RestartCount)
 	}
 	return s
+}
+
+// Percentile is the nearest-rank p-quantile (0 < p <= 1) of ds, 0 for none; ds is not changed.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(float64(len(s))*p)) - 1
+	return s[max(0, min(i, len(s)-1))]
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -343,16 +342,10 @@ func BenchmarkExecVsExecSync(b *testing.B) {
 		}
 		viaCRI = append(viaCRI, time.Since(t0))
 	}
-	ms, mc := median(viaShim), median(viaCRI)
+	ms, mc := framework.Percentile(viaShim, 0.5), framework.Percentile(viaCRI, 0.5)
 	b.Logf("exec probe latency, median of %d each on one container: probeshim (containerd task exec) %v, CRI ExecSync %v, ratio %.3f",
 		n, ms.Round(10*time.Microsecond), mc.Round(10*time.Microsecond), float64(ms)/float64(mc))
 	b.ReportMetric(float64(ms.Microseconds())/1000, "probeshim-ms")
 	b.ReportMetric(float64(mc.Microseconds())/1000, "execsync-ms")
 	b.ReportMetric(float64(ms)/float64(mc), "ratio")
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
