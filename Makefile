@@ -11,9 +11,13 @@ PACKAGE_TEST_TIMEOUT ?= 20m
 E2E_PKGS ?= ./e2e/...
 E2E_TIMEOUT ?= 60m
 export PROBESHIM_CACHE ?= /var/cache/probeshim
+# Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
+# and in CI (CI=true) a failure for every skipped test hack/testreport/allowed-skips.txt does not name.
+GOTEST = set -o pipefail; $(GO) test -json
+REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build unit test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down
+	packages package-test demo demo-down fresh-check deps
 
 all: build
 
@@ -21,25 +25,26 @@ build:
 	$(GO) build ./...
 
 ## unit: fast tests (seconds) plus the check that generated code is current.
-unit: verify-generated vet
-	$(GO) test -count=1 $(UNIT_PKGS)
+unit: deps-unit verify-generated vet
+	@$(GOTEST) -count=1 $(UNIT_PKGS) $(REPORT)
 
 ## test: everything CI runs — unit tests, the package tests and the real-component suites.
 test: kube-bins critest-bin unit package-test e2e
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
-packages:
+packages: deps-lint
 	@pkgs=$$(packaging/build.sh) && packaging/lint.sh $$pkgs && echo "$$pkgs"
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).
-package-test:
-	$(GO) test -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS)
+package-test: deps-lint deps-nspawn
+	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise).
-e2e: kube-bins critest-bin
+e2e: deps-rig deps-nspawn deps-lint kube-bins critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS)
+	export PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); \
+	$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS) $(REPORT)
 
 ## bench: benchmarks that print numbers: the engine and handlers alone, then (as root) the node
 ## service on the rig — probe cost side by side with the kubelet, 100 pods at scale, exec and netns
@@ -47,7 +52,7 @@ e2e: kube-bins critest-bin
 ## the liveness decider's reaction (status Failed to request to kill, p50/p99). In between, the
 ## decider at scale on a real API server (envtest, no root): 5,000 nodes x 20 liveness probes with 1%
 ## failing — decision latency, CPU, memory; about 10 minutes.
-bench:
+bench: deps-rig
 	$(GO) test -run '^$$' -bench . -skip '^BenchmarkDeciderScale$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
 		-benchtime 1x -timeout 40m ./cluster/decider/
@@ -71,7 +76,7 @@ kube-bins:
 critest-bin:
 	@e2e/critest/build.sh >/dev/null
 
-rig-up: kube-bins
+rig-up: deps-rig kube-bins
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/rig up
 
 rig-down:
@@ -80,12 +85,25 @@ rig-down:
 ## demo: probeshim end to end on the rig (root): the node service on the node, the cluster part
 ## deployed from cluster/deploy, the game server example of docs/examples; everything keeps
 ## running for a look by hand.
-demo: kube-bins
+demo: deps-rig kube-bins
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/demo up
 
 ## demo-down: stop the demo's node service and tear the rig down.
 demo-down:
 	$(GO) run ./e2e/cmd/demo down
+
+## deps-GROUP: install the Debian packages of one group of internal/debpkg/packages.txt (the project's
+## one list) that are missing; every target that needs packages depends on its groups. deps: all of them.
+deps-%:
+	@hack/ensure-packages.sh $*
+
+deps: deps-unit deps-lint deps-nspawn deps-rig
+
+## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
+## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on
+## a clean clone of HEAD. FRESH_KEEP_CACHE=1 keeps the cache (the Kubernetes binaries, the rootfs).
+fresh-check:
+	hack/fresh-check.sh
 
 vet:
 	$(GO) vet $(UNIT_PKGS) $(PACKAGE_TEST_PKGS)

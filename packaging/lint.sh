@@ -3,22 +3,14 @@
 # Usage: packaging/lint.sh PACKAGE...   (default: everything in dist/)
 # Fails on any lintian error or warning, and on any rpmlint error or warning. Overrides, each with its
 # reason, live in packaging/files/lintian-overrides (shipped in the .deb) and packaging/rpmlint.toml.
-# Installs lintian and rpmlint with apt when missing and running as root.
+# Installs its tools (group lint of internal/debpkg/packages.txt) when missing and running as root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 pkgs=("$@")
 if [[ ${#pkgs[@]} -eq 0 ]]; then pkgs=(dist/*.deb dist/*.rpm); fi
 
-need=()
-command -v lintian >/dev/null || need+=(lintian)
-command -v rpmlint >/dev/null || need+=(rpmlint)
-if [[ ${#need[@]} -gt 0 ]]; then
-	if [[ $(id -u) != 0 ]]; then echo "lint: missing ${need[*]} (install them, or run as root)" >&2; exit 1; fi
-	apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
-		"${need[@]}" python3-magic >/dev/null
-fi
+"$here/../hack/ensure-packages.sh" lint
 
 # rpmlint unpacks with `rpm2cpio X | cpio -id`, and nfpm's rpms hold absolute paths (/usr/bin/...):
 # as root that would write the package's files into this machine's / . A cpio that refuses absolute

@@ -235,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 		return nil, fmt.Errorf("cleaning up an earlier rig: %w", err)
 	}
 	if !cfg.SkipPackages {
-		if err := EnsurePackages(ctx, cfg.Logf, Packages...); err != nil {
+		if err := EnsurePackages(ctx, cfg.Logf); err != nil {
 			releaseLock(cfg.Dir)
 			return nil, err
 		}

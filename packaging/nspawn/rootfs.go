@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/probeshim/probeshim/internal/debpkg"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
@@ -24,9 +25,6 @@ var Packages = []string{"systemd", "systemd-sysv", "dbus", "rpm"}
 
 // rootfsRevision changes whenever the recipe below changes, so an old cached tarball is not reused.
 const rootfsRevision = 2
-
-// HostPackages are the Debian packages this package needs on the host.
-var HostPackages = []string{"systemd-container", "mmdebstrap", "util-linux"}
 
 // Rootfs returns the cached base tarball in cacheDir, building it first when it is missing
 // (about a minute and 270 MB). Concurrent callers wait for one build.
@@ -51,7 +49,7 @@ func Rootfs(ctx context.Context, cacheDir string, logf func(string, ...any)) (st
 	if _, err := os.Stat(tarball); err == nil {
 		return tarball, nil // built by another caller while we waited
 	}
-	if err := EnsureHostPackages(ctx, logf, "mmdebstrap"); err != nil {
+	if err := EnsureHostPackages(ctx, logf); err != nil {
 		return "", err
 	}
 	logf("building the %s rootfs with mmdebstrap into %s (once; about a minute)", Suite, tarball)
@@ -97,30 +95,8 @@ func Extract(ctx context.Context, tarball, dir string) error {
 	return nil
 }
 
-// EnsureHostPackages installs the Debian packages among pkgs that are missing, waiting for the dpkg
-// lock instead of failing when another apt runs. apt-get update runs only when something is missing.
-func EnsureHostPackages(ctx context.Context, logf func(string, ...any), pkgs ...string) error {
-	var missing []string
-	for _, p := range pkgs {
-		out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Status}", p).Output()
-		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), " installed") {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	logf("installing Debian packages: %s", strings.Join(missing, " "))
-	lock := []string{"-o", "DPkg::Lock::Timeout=300"}
-	for _, args := range [][]string{
-		append(append([]string{}, lock...), "update", "-q"),
-		append(append(append([]string{}, lock...), "install", "-y", "-q", "--no-install-recommends"), missing...),
-	} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, logtail.Last(string(out), 30))
-		}
-	}
-	return nil
+// EnsureHostPackages installs the Debian packages this package needs on the host (the group
+// "nspawn" of internal/debpkg/packages.txt) when they are missing.
+func EnsureHostPackages(ctx context.Context, logf func(string, ...any)) error {
+	return debpkg.Ensure(ctx, logf, "nspawn")
 }

@@ -118,7 +118,7 @@ func Build(ctx context.Context, repo string, env ...string) (Packages, error) {
 // Base makes the base system the containers boot from: the host packages nspawn needs, the
 // Debian rootfs tarball (cached in cacheDir, built if missing), extracted into root.
 func Base(ctx context.Context, logf func(string, ...any), cacheDir, root string) error {
-	if err := nspawn.EnsureHostPackages(ctx, logf, nspawn.HostPackages...); err != nil {
+	if err := nspawn.EnsureHostPackages(ctx, logf); err != nil {
 		return err
 	}
 	tarball, err := nspawn.Rootfs(ctx, cacheDir, logf)
