@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package prober is probeshim's probe engine: exec, HTTP, TCP and gRPC health
 // handlers, one worker per probe with the kubelet's result semantics, and a
 // manager fed a desired set. It knows nothing of the API server; the node

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package systemd is probeshim's glue to systemd: readiness, status and
 // stopping notifications (sd_notify), a watchdog that pings only while the
 // service is healthy, and logging to journald with fields a person can

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package cluster is the end-to-end suite of the cluster deployment (probeshim-cluster) on the
 // rig, with the real node service on the node. Its non-test part deploys the cluster part onto
 // a rig from its own manifests (cluster/deploy); `make demo` (e2e/cmd/demo) uses it too.

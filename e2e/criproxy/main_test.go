@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package criproxy proves the node service's CRI proxy mode on the rig: the
 // CRI validation suite (critest) passes the same tests through the proxy as
 // against containerd directly; the rig's kubelet runs through the proxy of

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package crr is the ContainerRecreateRequest end-to-end suite: the cluster deployment
 // (admission and lifecycle) and the node service (the kill) on the rig, against a real kubelet
 // and containerd. Each scenario is what users of OpenKruise rely on, or a weakness they reported.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package decider is the end-to-end suite of the liveness decider (cluster/decider): the cluster
 // deployment from cluster/deploy and the node service on the rig, enhanced-liveness pods whose
 // probes are made to fail, and the ContainerRecreateRequests the decider creates (or holds back)

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package framework is what the end-to-end suites use: one rig per test
 // binary (Main), clients for it, helpers to run pods from the local images,
 // wait for conditions, exec into containers, read events and reach the node's

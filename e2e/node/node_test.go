@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package node is the node service's end-to-end suite: the real probeshim
 // binary on the rig's node, probing real pods through the rig's containerd and
 // inside the pods' network namespaces, with a NodePodProbe written by the test

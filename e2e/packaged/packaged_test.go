@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package packaged is the packaged node service on the rig: the .deb installed in a Debian system
 // booted with a real systemd (systemd-nspawn) inside the rig's network namespace, with the rig's
 // containerd socket, the pods' network namespaces and a node kubeconfig bound in. The service runs

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package rig brings up a one-node Kubernetes cluster from real components on
 // this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 // kube-proxy, containerd with runc and the CNI bridge, and a kubelet. All of

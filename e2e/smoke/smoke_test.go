@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package smoke checks that the rig is a working one-node cluster: native
 // probes, exec, logs, restarts, pod networking and netns cleanup.
 package smoke

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package kubebin finds the Kubernetes binaries that e2e/kubebin/build.sh
 // builds, for the tests that run a real kube-apiserver (envtest).
 package kubebin

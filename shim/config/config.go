@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package config is the node service's configuration: defaults, the file
 // /etc/probeshim/config.yaml, and command-line flags, in that order of
 // precedence from lowest to highest, then validated.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 package criproxy
 
 // frame is one gRPC message as it was on the wire, never decoded: what

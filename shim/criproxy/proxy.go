@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package criproxy is the node service's optional CRI proxy: the kubelet's
 // container runtime endpoint points at a socket the proxy serves, and the
 // proxy forwards every call to containerd's CRI socket.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package kube builds the node service's API server clients from a kubeconfig:
 // the typed clientset for pods and events, and a REST client for the
 // apps.kruise.io/v1alpha1 resources the node service reads and writes.

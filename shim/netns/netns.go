@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package netns dials TCP and UDP connections from inside a pod's network
 // namespace, so a probe reaches exactly what the pod reaches (its own
 // 127.0.0.1 included) and never a service of the node.

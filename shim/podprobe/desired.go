@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package podprobe turns this node's NodePodProbe into work for the probe
 // engine and the engine's results into the NodePodProbe's status and pod
 // events.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package recreate carries out ContainerRecreateRequests on the node: it watches the active
 // requests for its node only, and for each container runs the preStop hook (exec in the
 // container; httpGet and tcpSocket dialled inside the pod's network namespace) within the grace

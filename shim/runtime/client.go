@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package runtime is probeshim's access to the container runtime on its
 // node: the CRI API (over containerd's socket) to find a pod's sandbox,
 // network namespace and containers; the containerd client (namespace k8s.io)

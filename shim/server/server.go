@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package server serves the node service's local endpoints: /healthz,
 // /readyz and /metrics over HTTP (on localhost by default), and a unix
 // socket with what is being probed and each probe's last result, which

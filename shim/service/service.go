@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package service assembles the node service: runtime access, the container
 // tracker, the probe engine, the NodePodProbe controller, the local
 // endpoints, the optional CRI proxy and systemd notifications, and runs

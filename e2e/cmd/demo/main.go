@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command demo shows probeshim working end to end on the test rig (`make demo`, `make
 // demo-down`):
 //

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command rig starts and stops the test rig by hand:
 //
 //	rig up     bring the cluster up, print how to use it, and leave it running

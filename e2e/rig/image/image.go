@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package image writes single-layer container images as docker-archive tars
 // (the format of `docker save`), which `ctr images import` reads. It exists
 // because the test machines reach no registry: every image the rig runs is

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Package restart checks that the rig recovers from being started twice and
 // from the death of the process that started it. Each test brings up rigs of
 // its own; there is no shared rig in this binary.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command grpc-health-server serves the standard gRPC health service
 // (grpc.health.v1.Health) with a status that a test can switch while it runs.
 //

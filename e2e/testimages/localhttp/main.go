@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command localhttp-server is an HTTP server that listens only on the pod's
 // loopback, so that only a probe run inside the pod's network namespace can
 // reach it.

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command pause is the rig's pod sandbox program: it sleeps until told to
 // stop and, as PID 1 of a shared PID namespace, reaps orphaned children.
 package main

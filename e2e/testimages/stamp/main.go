@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command stamp writes the wall-clock time in Unix nanoseconds to the file
 // it is given, unless that file exists already, and exits 0. Run as an exec
 // probe it records when the probe first ran, to the nanosecond, which

@@ -1,3 +1,5 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
 // Command probeshim is the probeshim node service: it runs the probes of its
 // node's NodePodProbe through containerd and inside the pods' network
 // namespaces and writes the results back. `probeshim status` shows what the
