@@ -2,8 +2,11 @@
 SHELL := /bin/bash
 GO ?= go
 TOOLS := $(GO) tool -modfile=hack/tools/go.mod
-# Packages whose tests are fast and need nothing but Go (no root, no rig).
+# Packages whose tests need no root and no rig: make unit runs them without the suites against a real
+# API server (envtest), make integration runs those.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/packaging$$')
+INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+	grep -v -e '/e2e' | grep -E ' .*(internal/kubebin|cluster/internal/testenv|controller-runtime/pkg/envtest)' | cut -d' ' -f1)
 # The package tests: build the .deb and .rpm, boot systemd containers (root, about a minute).
 PACKAGE_TEST_PKGS = ./packaging
 PACKAGE_TEST_TIMEOUT ?= 20m
@@ -16,7 +19,7 @@ export PROBESHIM_CACHE ?= /var/cache/probeshim
 GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
-.PHONY: all build unit test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
+.PHONY: all build unit integration test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
 	packages package-test demo demo-down fresh-check deps
 
 all: build
@@ -24,12 +27,18 @@ all: build
 build:
 	$(GO) build ./...
 
-## unit: fast tests (seconds) plus the check that generated code is current.
+## unit: fast tests (seconds) plus the check that generated code is current; the suites against a
+## real API server skip here (PROBESHIM_UNIT_ONLY) and run in make integration.
 unit: deps-unit verify-generated vet
-	@$(GOTEST) -count=1 $(UNIT_PKGS) $(REPORT)
+	@export PROBESHIM_UNIT_ONLY=1; $(GOTEST) -count=1 $(UNIT_PKGS) $(REPORT) -allow-reason PROBESHIM_UNIT_ONLY
 
-## test: everything CI runs — unit tests, the package tests and the real-component suites.
-test: kube-bins critest-bin unit package-test e2e
+## integration: the tests against a real kube-apiserver and etcd (envtest; no root), every test of
+## those packages.
+integration: kube-bins
+	@export PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh); $(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT)
+
+## test: everything CI runs — unit and integration tests, the package tests and the real-component suites.
+test: kube-bins critest-bin unit integration package-test e2e
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages: deps-lint

@@ -42,6 +42,7 @@ type skip struct {
 
 func main() {
 	noSkip := flag.Bool("no-skip", os.Getenv("CI") == "true", "fail on skipped tests not in -allowed (default: on when CI=true)")
+	allowReason := flag.String("allow-reason", "", "under -no-skip, also allow skips whose reason matches this regexp (make unit: the API-server suites left to make integration)")
 	verbose := flag.Bool("v", false, "echo every test's output as it comes (for suites whose progress a person follows)")
 	allowedFile := flag.String("allowed", "hack/testreport/allowed-skips.txt", "skips allowed under -no-skip: lines `package-pattern test-pattern  # reason`")
 	flag.Parse()
@@ -56,6 +57,14 @@ func main() {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "testreport:", err)
 			os.Exit(2)
+		}
+		if *allowReason != "" {
+			re, err := regexp.Compile(*allowReason)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "testreport: -allow-reason:", err)
+				os.Exit(2)
+			}
+			allowed = append(allowed, allowedSkip{reason: re})
 		}
 		unexpected = r.unexpectedSkips(allowed)
 		for _, s := range unexpected {
@@ -144,8 +153,16 @@ func skipReason(b *strings.Builder) string {
 	return strings.Join(reason, " | ")
 }
 
+// allowedSkip matches a skip by package and test name, or by its reason.
 type allowedSkip struct {
-	pkg, test *regexp.Regexp
+	pkg, test, reason *regexp.Regexp
+}
+
+func (a allowedSkip) match(s skip) bool {
+	if a.reason != nil {
+		return a.reason.MatchString(s.reason)
+	}
+	return a.pkg.MatchString(s.pkg) && a.test.MatchString(s.test)
 }
 
 func loadAllowed(path string) ([]allowedSkip, error) {
@@ -183,7 +200,7 @@ func (r *report) unexpectedSkips(allowed []allowedSkip) []skip {
 	for _, s := range r.skips {
 		ok := false
 		for _, a := range allowed {
-			if a.pkg.MatchString(s.pkg) && a.test.MatchString(s.test) {
+			if a.match(s) {
 				ok = true
 				break
 			}

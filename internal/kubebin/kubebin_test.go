@@ -20,6 +20,7 @@ func TestDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PROBESHIM_CACHE", t.TempDir()) // nothing cached
+	t.Setenv(UnitOnlyEnv, "")
 
 	t.Setenv("KUBEBUILDER_ASSETS", partial)
 	t.Setenv("PROBESHIM_KUBE_BIN", complete)
@@ -30,5 +31,12 @@ func TestDir(t *testing.T) {
 	t.Setenv("PROBESHIM_KUBE_BIN", "")
 	if _, err := Dir(); err == nil || !strings.Contains(err.Error(), "make kube-bins") {
 		t.Fatalf("Dir with no complete folder: %v, want an error saying how to build them", err)
+	}
+
+	// make unit leaves the API-server suites to make integration, binaries or not.
+	t.Setenv("PROBESHIM_KUBE_BIN", complete)
+	t.Setenv(UnitOnlyEnv, "1")
+	if _, err := Dir(); err == nil || !strings.Contains(err.Error(), "make integration") {
+		t.Fatalf("Dir with %s set: %v, want an error naming make integration", UnitOnlyEnv, err)
 	}
 }
