@@ -66,10 +66,10 @@ const (
 	MaxProbeMessageBytes = 1024
 	// NodeStatusMessageBudget is what all messages of one node's status may take together: with many
 	// probes each message gets an equal share (see MessageCap).
-	NodeStatusMessageBudget = 256 << 10
+	NodeStatusMessageBudget = 192 << 10
 	// MinProbeMessageBytes is the share below which a message is not cut further, so that even a
 	// node at the spec budget's probe count says what failed. The spec budget keeps count*min small.
-	MinProbeMessageBytes = 48
+	MinProbeMessageBytes = 32
 )
 
 // MessageCap is the JSON-encoded size each of n messages of one node's status may take: the whole

@@ -164,7 +164,7 @@ func TestBoundsApplyToLivenessAndPreStop(t *testing.T) {
 
 func TestMessageCap(t *testing.T) {
 	for _, tc := range []struct{ n, want int }{
-		{0, 1024}, {1, 1024}, {256, 1024}, {257, 1020}, {1000, 262}, {5000, 52}, {100000, MinProbeMessageBytes},
+		{0, 1024}, {1, 1024}, {192, 1024}, {193, 1018}, {1000, 196}, {5000, 39}, {100000, MinProbeMessageBytes},
 	} {
 		if got := MessageCap(tc.n); got != tc.want {
 			t.Errorf("MessageCap(%d) = %d, want %d", tc.n, got, tc.want)
