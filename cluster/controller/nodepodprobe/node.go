@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
@@ -151,8 +152,9 @@ func (r *nodeReconciler) report(node string, skipped []skip) {
 	}
 	for _, i := range r.reported.Fresh(node, keys) {
 		s := skipped[i]
-		r.recorder.Eventf(s.marker, s.pod, corev1.EventTypeWarning, EventReasonProbeSkipped, "PlaceProbe",
-			"probe %q not placed on pod %s: %s", s.probe, s.pod.Name, s.reason)
+		r.recorder.Eventf(s.marker, s.pod, corev1.EventTypeWarning, EventReasonProbeSkipped, "PlaceProbe", "%s",
+			validation.TruncateMessage(fmt.Sprintf("probe %q not placed on pod %s: %s", s.probe, s.pod.Name, s.reason),
+				validation.MaxProbeMessageBytes))
 	}
 }
 
@@ -171,8 +173,9 @@ func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []l
 		if err := r.client.Get(ctx, client.ObjectKey{Namespace: l.load.namespace, Name: l.load.name}, m); err != nil {
 			continue // gone meanwhile
 		}
-		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, EventReasonNodeBudgetExceeded, "PlaceProbe",
-			"probes not placed: %s", reasons[l.load.key()])
+		// An event's note may not exceed 1 KiB.
+		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, EventReasonNodeBudgetExceeded, "PlaceProbe", "%s",
+			validation.TruncateMessage("probes not placed: "+reasons[l.load.key()], validation.MaxProbeMessageBytes))
 		log.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
 			"bytes", l.load.bytes, "namespaceBytes", l.nsBytes, "share", l.share, "available", l.available)
 	}
