@@ -60,7 +60,9 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// immediate and independent of the collector.
 		r.reported.Forget(name)
 		r.reportedLeft.Forget(name)
-		r.left.set(name, nil)
+		if err := r.notify(ctx, r.left.set(name, nil)); err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, r.deleteNPP(ctx, name)
 	}
 
@@ -179,7 +181,12 @@ func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []l
 		log.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
 			"bytes", l.load.bytes, "namespaceBytes", l.nsBytes, "share", l.share, "available", l.available)
 	}
-	for _, k := range r.left.set(node, reasons) {
+	return r.notify(ctx, r.left.set(node, reasons))
+}
+
+// notify wakes the status controller for the markers of keys ("<namespace>/<name>").
+func (r *nodeReconciler) notify(ctx context.Context, keys []string) error {
+	for _, k := range keys {
 		ns, name, _ := strings.Cut(k, "/")
 		m := &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		select {
