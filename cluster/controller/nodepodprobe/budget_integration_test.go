@@ -84,11 +84,11 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 
 	env.RunningPod(t, newPod(modest, "m-0", node.Name, web), "10.9.1.1")
 	create(t, newMarker(modest, "small", web, tcpProbe("ready", "game")))
-	const pods = 20
+	const pods = 14
 	for i := range pods {
 		env.RunningPod(t, newPod(greedy, fmt.Sprintf("g-%02d", i), node.Name, web), fmt.Sprintf("10.9.0.%d", i+1))
 	}
-	// Three full markers on 20 pods: 1,920 probes, about 1.5 times the node budget.
+	// Three full markers on 14 pods: 1,344 probes, about 1.3 times the node budget.
 	for _, name := range []string{"g1", "g2", "g3"} {
 		create(t, fullMarker(greedy, name, web))
 	}
@@ -212,4 +212,66 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// 5,000 probes on one node, every one failing with the longest message the node service writes
+// for that many (validation.MessageCap): the API server accepts the status and the stored object
+// stays under 1 MiB. The probes are enhanced-liveness entries, which the marker controller never
+// removes, so the spec holds all 5,000 whatever the budget.
+func TestStatusOf5000FailingProbes(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	node := env.Node(t, true)
+	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	const pods, perPod = 100, 50
+	var entries []v1alpha1.PodProbe
+	for i := range pods {
+		pp := v1alpha1.PodProbe{Name: fmt.Sprintf("p-%03d", i), Namespace: "tenant", UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
+			IP: fmt.Sprintf("10.8.%d.%d", i/250, i%250+1)}
+		for j := range perPod {
+			c := fmt.Sprintf("c%02d", j)
+			pp.Probes = append(pp.Probes, v1alpha1.ContainerProbe{Name: v1alpha1.LivenessProbeName(c), ContainerName: c,
+				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+					TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}}}})
+		}
+		entries = append(entries, pp)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		npp := getNPP(t, node.Name)
+		npp.Spec.PodProbes = entries
+		return env.Client.Update(ctx, npp)
+	}); err != nil {
+		t.Fatalf("writing a spec of %d probes: %v", pods*perPod, err)
+	}
+	npp := getNPP(t, node.Name)
+	n := pods * perPod
+	msg := validation.TruncateMessage(strings.Repeat("<", 1<<20), validation.MessageCap(n))
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, pp := range npp.Spec.PodProbes {
+		ps := v1alpha1.PodProbeStatus{Name: pp.Name, Namespace: pp.Namespace, UID: pp.UID}
+		for _, p := range pp.Probes {
+			ps.ProbeStates = append(ps.ProbeStates, v1alpha1.ContainerProbeState{Name: p.Name, State: v1alpha1.ProbeFailed,
+				LastProbeTime: now, LastTransitionTime: now, Message: msg})
+		}
+		npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, ps)
+	}
+	status, _ := json.Marshal(npp.Status)
+	if err := env.Client.Status().Update(ctx, npp); err != nil {
+		t.Fatalf("writing the status of %d failing probes (%d bytes): %v", n, len(status), err)
+	}
+	b, err := json.Marshal(getNPP(t, node.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d failing probes, messages of %d encoded bytes: status %d bytes, stored NodePodProbe %d bytes (managed fields included)",
+		n, validation.MessageCap(n), len(status), len(b))
+	// The status alone stays under 1 MiB. The whole object cannot: at 5,000 probes the spec and
+	// the managed fields take about 440 KB whatever the messages; that is why the controller's
+	// node budget (about 1,100 small probes) is what keeps a real node under 1 MiB. This many
+	// probes must still stay under etcd's default request limit.
+	if len(status) > 1<<20 {
+		t.Errorf("status is %d bytes, want at most 1 MiB", len(status))
+	}
+	if etcdLimit := 3 << 19; len(b) >= etcdLimit {
+		t.Errorf("stored NodePodProbe is %d bytes, want under etcd's 1.5 MiB", len(b))
+	}
 }
