@@ -20,12 +20,13 @@ import (
 // cluster controller keeps each node's spec under a budget (default 512 KiB, see
 // cluster/controller/nodepodprobe) with fairness between namespaces.
 //
-// The budget math, worst case for one probe: an exec probe of MaxExecCommandBytes, or an httpGet of
-// MaxHTTPPathLength plus MaxHTTPHeaderBytes, is under 7 KiB of JSON; a marker of MaxProbesPerMarker
-// such probes is under 224 KiB on one pod, so one marker can always fit an otherwise empty node's
-// budget, and a node's status (one state per probe, messages shared out of NodeStatusMessageBudget)
-// stays under 1 MiB even when every probe the budget admits fails. The limits stay generous for
-// real probes: kubelet probes are a few hundred bytes.
+// The budget math, largest probe: an exec probe of MaxExecCommandBytes, or an httpGet of
+// MaxHTTPPathLength plus MaxHTTPHeaderBytes, is under 7 KiB of JSON (plain text; characters JSON
+// escapes cost more); the controller counts a probe at about twice its JSON plus its status, so
+// a marker of MaxProbesPerMarker such probes costs under 470 KiB on one pod and fits an otherwise
+// empty node's budget. A node's status (one state per probe, messages shared out of
+// NodeStatusMessageBudget) keeps the stored object under 1 MiB when every probe the budget admits
+// fails. The limits stay generous for real probes: kubelet probes are a few hundred bytes.
 const (
 	// MaxProbesPerMarker bounds spec.probes of a PodProbeMarker.
 	MaxProbesPerMarker = 32

@@ -266,7 +266,7 @@ func TestStatusOf5000FailingProbes(t *testing.T) {
 		n, validation.MessageCap(n), len(status), len(b))
 	// The status alone stays under 1 MiB. The whole object cannot: at 5,000 probes the spec and
 	// the managed fields take about 440 KB whatever the messages; that is why the controller's
-	// node budget (about 1,100 small probes) is what keeps a real node under 1 MiB. This many
+	// node budget (about 1,000 small probes) is what keeps a real node under 1 MiB. This many
 	// probes must still stay under etcd's default request limit.
 	if len(status) > 1<<20 {
 		t.Errorf("status is %d bytes, want at most 1 MiB", len(status))
