@@ -15,6 +15,7 @@ import (
 // OpenKruise-shaped objects that set every field of our types. Decoding strictly and encoding again
 // must give the same JSON: that pins each JSON tag exactly (encoding/json matches keys
 // case-insensitively on decode, so only the re-encode catches a tag like "ip" for "IP").
+// PodProbeMarker status.conditions is probeshim's own, additive to the OpenKruise schema.
 var openKruiseJSON = map[string]struct {
 	newObj func() runtime.Object
 	json   string
@@ -40,7 +41,9 @@ var openKruiseJSON = map[string]struct {
       "podConditionType": "game.kruise.io/grpc"
     }]
   },
-  "status": {"observedGeneration": 3, "matchedPods": 5}
+  "status": {"observedGeneration": 3, "matchedPods": 5,
+    "conditions": [{"type": "NodeBudget", "status": "False", "observedGeneration": 3,
+      "lastTransitionTime": "2026-11-29T10:00:00Z", "reason": "NodeBudgetExceeded", "message": "probes left out on 1 node(s)"}]}
 }`},
 	"NodePodProbe": {func() runtime.Object { return &NodePodProbe{} }, `{
   "apiVersion": "apps.kruise.io/v1alpha1",

@@ -15,23 +15,35 @@ type PodProbeMarkerSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="field is immutable: delete the PodProbeMarker and create a new one to probe other pods"
 	Selector *metav1.LabelSelector `json:"selector"`
 
-	// Probes run against every selected pod. Names are unique within the marker.
+	// Probes run against every selected pod. Names are unique within the marker. At most 32 (see
+	// validation.MaxProbesPerMarker): all tenants' probes share one NodePodProbe per node.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
 	Probes []PodContainerProbe `json:"probes" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // PodContainerProbe is one probe of one container, and what its result does to the pod.
+//
+// The probe is a corev1.Probe, whose fields take no schema markers here, so the size rules that
+// cost O(1) in CEL are stated on this type; the admission webhook and the node service check the
+// rest (each argument's and header's size, see package validation).
+// +kubebuilder:validation:XValidation:rule="!has(self.probe.exec) || !has(self.probe.exec.command) || size(self.probe.exec.command) <= 64",message="may have at most 64 arguments",fieldPath=".probe.exec.command"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe.httpGet) || !has(self.probe.httpGet.path) || size(self.probe.httpGet.path) <= 2048",message="may not be more than 2048 characters",fieldPath=".probe.httpGet.path"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe.httpGet) || !has(self.probe.httpGet.httpHeaders) || size(self.probe.httpGet.httpHeaders) <= 16",message="may have at most 16 headers",fieldPath=".probe.httpGet.httpHeaders"
+// +kubebuilder:validation:XValidation:rule="!has(self.probe.grpc) || !has(self.probe.grpc.service) || size(self.probe.grpc.service) <= 256",message="may not be more than 256 characters",fieldPath=".probe.grpc.service"
 type PodContainerProbe struct {
 	// Name identifies the probe within the marker. It must not contain '#', which joins marker and
 	// probe names in NodePodProbe.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[^#]+$`
 	Name string `json:"name"`
 
 	// ContainerName is the container the probe runs in (exec) or is aimed at (network probes).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
 	ContainerName string `json:"containerName"`
 
 	// Probe is a Kubernetes probe: exactly one of exec, httpGet, tcpSocket or grpc, plus timing.
@@ -41,11 +53,13 @@ type PodContainerProbe struct {
 	// entry per state. At least one of markerPolicy and podConditionType must be set.
 	// +listType=map
 	// +listMapKey=state
+	// +kubebuilder:validation:MaxItems=2
 	// +optional
 	MarkerPolicy []ProbeMarkerPolicy `json:"markerPolicy,omitempty" patchStrategy:"merge" patchMergeKey:"state"`
 
 	// PodConditionType, when set, names a pod condition that mirrors the probe: True on Succeeded,
 	// False on Failed. It must be a qualified name and not a condition the kubelet owns.
+	// +kubebuilder:validation:MaxLength=317
 	// +optional
 	PodConditionType string `json:"podConditionType,omitempty"`
 }
@@ -62,11 +76,13 @@ type ProbeMarkerPolicy struct {
 	// +kubebuilder:validation:Enum=Succeeded;Failed
 	State ProbeState `json:"state"`
 
-	// Labels to set on the pod.
+	// Labels to set on the pod, at most 16.
+	// +kubebuilder:validation:MaxProperties=16
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
-	// Annotations to set on the pod.
+	// Annotations to set on the pod, at most 16, each value at most 4096 bytes.
+	// +kubebuilder:validation:MaxProperties=16
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
@@ -79,7 +95,24 @@ type PodProbeMarkerStatus struct {
 	// MatchedPods counts the pods the selector matches.
 	// +optional
 	MatchedPods int64 `json:"matchedPods,omitempty"`
+
+	// Conditions say what stops the marker from working as written. Type NodeBudget is False while
+	// some nodes leave the marker's probes out because its namespace uses more than its share of
+	// the node's probe budget; its message names them.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Condition types and reasons of PodProbeMarker status.
+const (
+	// PodProbeMarkerNodeBudget is True when every selected pod's node has room for the marker's
+	// probes, False when some nodes left them out (reason NodeBudgetExceeded).
+	PodProbeMarkerNodeBudget = "NodeBudget"
+	ReasonNodeBudgetExceeded = "NodeBudgetExceeded"
+	ReasonWithinNodeBudget   = "WithinNodeBudget"
+)
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

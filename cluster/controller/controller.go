@@ -29,10 +29,15 @@ type Option func(*options)
 type options struct {
 	workers  int
 	liveness bool
+	budget   int
 }
 
 // WithWorkers sets the concurrent reconciles of every controller (their defaults otherwise).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithNodeBudget sets the bytes the probes of one node may cost in its NodePodProbe (see
+// nodepodprobe.WithNodeBudget); 0 keeps the default.
+func WithNodeBudget(bytes int) Option { return func(o *options) { o.budget = bytes } }
 
 // WithEnhancedLiveness turns the enhanced-liveness mapping on or off (default on).
 func WithEnhancedLiveness(on bool) Option { return func(o *options) { o.liveness = on } }
@@ -53,6 +58,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		status = append(status, podstatus.WithWorkers(o.workers))
 		live = append(live, liveness.WithWorkers(o.workers))
 		recreate = append(recreate, crr.WithWorkers(o.workers))
+	}
+	if o.budget > 0 {
+		npp = append(npp, nodepodprobe.WithNodeBudget(o.budget))
 	}
 	if err := nodepodprobe.SetupWithManager(mgr, npp...); err != nil {
 		return fmt.Errorf("setting up the PodProbeMarker controllers: %w", err)

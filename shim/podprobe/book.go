@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/prober"
 )
 
@@ -152,13 +153,22 @@ func (b *book) touch(now time.Time, probed func(uid, probe string) bool) bool {
 	return changed
 }
 
-// status renders the book sorted, so equal books give equal patches.
+// status renders the book sorted, so equal books give equal patches. Messages share
+// validation.NodeStatusMessageBudget: with many probes each is cut to its share, so the status
+// stays far under the object limit even when every probe fails with a long message.
 func (b *book) status() []v1alpha1.PodProbeStatus {
+	n := 0
+	for _, e := range b.pods {
+		n += len(e.probes)
+	}
+	limit := validation.MessageCap(n)
 	out := make([]v1alpha1.PodProbeStatus, 0, len(b.pods))
 	for _, e := range b.pods {
 		ps := v1alpha1.PodProbeStatus{Name: e.meta.name, Namespace: e.meta.namespace, UID: e.meta.uid}
 		for _, s := range e.probes {
-			ps.ProbeStates = append(ps.ProbeStates, *s.DeepCopy())
+			st := *s.DeepCopy()
+			st.Message = validation.TruncateMessage(st.Message, limit)
+			ps.ProbeStates = append(ps.ProbeStates, st)
 		}
 		slices.SortFunc(ps.ProbeStates, func(a, b v1alpha1.ContainerProbeState) int { return cmp.Compare(a.Name, b.Name) })
 		out = append(out, ps)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/prober"
 )
 
@@ -218,6 +219,7 @@ func (c *Controller) event(t *transition) {
 	if m := strings.TrimSpace(t.message); m != "" {
 		msg += ": " + m
 	}
+	msg = validation.TruncateMessage(msg, validation.MaxProbeMessageBytes)
 	c.cfg.Events.Event(ref, typ, reason, msg)
 }
 

@@ -97,5 +97,6 @@ func refusalMessage(errs field.ErrorList) string {
 	for _, e := range errs {
 		msgs = append(msgs, e.Error())
 	}
-	return fmt.Sprintf("probe refused by the node service: %s", strings.Join(msgs, "; "))
+	msg := fmt.Sprintf("probe refused by the node service: %s", strings.Join(msgs, "; "))
+	return validation.TruncateMessage(msg, validation.MaxProbeMessageBytes)
 }

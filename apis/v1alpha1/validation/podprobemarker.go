@@ -100,7 +100,8 @@ func ValidatePodProbeMarkerSpec(spec *v1alpha1.PodProbeMarkerSpec, fldPath *fiel
 		}
 		errs = append(errs, validateMarkerPolicies(p.MarkerPolicy, pPath.Child("markerPolicy"))...)
 	}
-	return errs
+	errs = append(errs, validateMarkerBounds(spec, fldPath)...)
+	return capBadValues(errs)
 }
 
 func validateMarkerProbeName(name string, fldPath *field.Path) field.ErrorList {

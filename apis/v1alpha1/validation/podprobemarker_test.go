@@ -143,7 +143,9 @@ func TestValidatePodProbeMarker(t *testing.T) {
 		}},
 		{name: "annotations too large", mutate: func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].MarkerPolicy[0].Annotations["big"] = strings.Repeat("x", 256*1024)
-		}, want: []wantErr{{"spec.probes[0].markerPolicy[0].annotations", "FieldValueTooLong", "may not be more than 262144 bytes"}}},
+		}, want: []wantErr{{"spec.probes[0].markerPolicy[0].annotations", "FieldValueTooLong", "may not be more than 262144 bytes"},
+			{"spec.probes[0].markerPolicy[0].annotations[big]", "FieldValueTooLong", "may not be more than 4096 bytes"},
+			{"spec.probes", "FieldValueTooLong", "may not be more than 65536 bytes"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,7 +92,8 @@ func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.P
 	if first == "" {
 		errs = append(errs, field.Required(fldPath, "exactly one of exec, httpGet, tcpSocket or grpc must be set"))
 	}
-	return errs
+	errs = append(errs, validateHandlerBounds(h, fldPath)...)
+	return capBadValues(errs)
 }
 
 func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList {

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/probeshim/probeshim/cluster/certs"
+	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 )
 
 // options are the command's flags.
@@ -40,6 +41,8 @@ type options struct {
 	serviceAccountUsername string
 	nodeGroup              string
 	nodeUserPrefix         string
+
+	nodeProbeBudget int
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -65,6 +68,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 
 	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
+	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; over it, markers of the namespaces over their fair share are left out on that node (enhanced liveness probes never are); keep it well under etcd's request limit (1.5 MiB by default)")
 	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
 }
 
@@ -81,6 +85,9 @@ func (o *options) complete() error {
 	case certs.ModeAuto, certs.ModeSelf, certs.ModeExternal:
 	default:
 		errs = append(errs, fmt.Errorf("--cert-mode %q: want auto, self or external", o.certMode))
+	}
+	if o.nodeProbeBudget < 64<<10 || o.nodeProbeBudget > 1<<20 {
+		errs = append(errs, fmt.Errorf("--node-probe-budget %d: want 65536-1048576 bytes", o.nodeProbeBudget))
 	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))

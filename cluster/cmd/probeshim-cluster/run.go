@@ -103,7 +103,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
 
-	if err := controller.SetupWithManager(mgr); err != nil {
+	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget)); err != nil {
 		return err
 	}
 	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: o.namespace}); err != nil {

@@ -185,9 +185,13 @@ func TestPlacedOn(t *testing.T) {
 		"other entries are fine":  {npp(*foreign), []*corev1.Pod{&a}, true},
 		"nothing wanted, nothing": {npp(), nil, true},
 	} {
-		if got := placedOn(&m, tc.pods, tc.npp); got != tc.want {
+		if got := placedOn(&m, tc.pods, tc.npp, false); got != tc.want {
 			t.Errorf("%s: placedOn = %v, want %v", name, got, tc.want)
 		}
+	}
+	// A marker the node leaves out over its budget is placed when the node holds none of its probes.
+	if !placedOn(&m, []*corev1.Pod{&a}, npp(), true) || placedOn(&m, []*corev1.Pod{&a}, npp(want...), true) {
+		t.Error("placedOn of a marker left out over the budget")
 	}
 }
 

@@ -5,16 +5,19 @@ package nodepodprobe
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
@@ -24,6 +27,9 @@ const (
 	// EventReasonProbeSkipped: a probe of the marker cannot run in a selected pod (no such
 	// container, or a port name the container does not declare); the other probes still run.
 	EventReasonProbeSkipped = "ProbeSkipped"
+	// EventReasonNodeBudgetExceeded: a node leaves the marker's probes out because its namespace
+	// asks for more than its share of the node's NodePodProbe budget.
+	EventReasonNodeBudgetExceeded = "NodeBudgetExceeded"
 )
 
 // nodeReconciler keeps, for one node (the request name), a NodePodProbe that exists while the
@@ -34,7 +40,14 @@ type nodeReconciler struct {
 	live     client.Reader // uncached, to re-read after a conflict
 	recorder events.EventRecorder
 
-	reported nppspec.Reported
+	// budget is the most the probes of one node may cost in its NodePodProbe (see probeCost).
+	budget int
+	// left records the markers each node leaves out; changed tells the status controller.
+	left    *budgetBook
+	changed chan<- event.GenericEvent
+
+	reported     nppspec.Reported
+	reportedLeft nppspec.Reported
 }
 
 func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -46,6 +59,10 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		// The owner reference lets the garbage collector do this too; deleting here makes it
 		// immediate and independent of the collector.
 		r.reported.Forget(name)
+		r.reportedLeft.Forget(name)
+		if err := r.notify(ctx, r.left.set(name, nil)); err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, r.deleteNPP(ctx, name)
 	}
 
@@ -64,6 +81,17 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	r.report(name, skipped)
+	// Enhanced liveness probes come first: they are what restarts a hung container, and one
+	// tenant's markers must not starve another tenant's liveness. Only marker probes are left out.
+	liveness := 0
+	if exists {
+		liveness = entriesCost(npp.Spec.PodProbes, nppspec.LivenessProbes)
+	}
+	out := fit(markerLoads(desired), r.budget-liveness)
+	desired = without(desired, out)
+	if err := r.reportLeftOut(ctx, name, out); err != nil {
+		return reconcile.Result{}, err
+	}
 
 	if !exists {
 		npp = &v1alpha1.NodePodProbe{
@@ -126,9 +154,48 @@ func (r *nodeReconciler) report(node string, skipped []skip) {
 	}
 	for _, i := range r.reported.Fresh(node, keys) {
 		s := skipped[i]
-		r.recorder.Eventf(s.marker, s.pod, corev1.EventTypeWarning, EventReasonProbeSkipped, "PlaceProbe",
-			"probe %q not placed on pod %s: %s", s.probe, s.pod.Name, s.reason)
+		r.recorder.Eventf(s.marker, s.pod, corev1.EventTypeWarning, EventReasonProbeSkipped, "PlaceProbe", "%s",
+			validation.TruncateMessage(fmt.Sprintf("probe %q not placed on pod %s: %s", s.probe, s.pod.Name, s.reason),
+				validation.MaxProbeMessageBytes))
 	}
+}
+
+// reportLeftOut records an event on each marker the node newly leaves out, remembers them all
+// for the marker status, and wakes the status controller for every marker whose state changed.
+func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []leftOut) error {
+	reasons := make(map[string]string, len(out))
+	keys := make([]string, len(out))
+	for i, l := range out {
+		reasons[l.load.key()] = l.reason(node, r.budget)
+		keys[i] = l.load.key()
+	}
+	for _, i := range r.reportedLeft.Fresh(node, keys) {
+		l := out[i]
+		m := &v1alpha1.PodProbeMarker{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: l.load.namespace, Name: l.load.name}, m); err != nil {
+			continue // gone meanwhile
+		}
+		// An event's note may not exceed 1 KiB.
+		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, EventReasonNodeBudgetExceeded, "PlaceProbe", "%s",
+			validation.TruncateMessage("probes not placed: "+reasons[l.load.key()], validation.MaxProbeMessageBytes))
+		log.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
+			"bytes", l.load.bytes, "namespaceBytes", l.nsBytes, "share", l.share, "available", l.available)
+	}
+	return r.notify(ctx, r.left.set(node, reasons))
+}
+
+// notify wakes the status controller for the markers of keys ("<namespace>/<name>").
+func (r *nodeReconciler) notify(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		ns, name, _ := strings.Cut(k, "/")
+		m := &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		select {
+		case r.changed <- event.GenericEvent{Object: m}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (r *nodeReconciler) deleteNPP(ctx context.Context, name string) error {

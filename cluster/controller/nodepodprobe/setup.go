@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
@@ -49,16 +50,22 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	budget  int
 }
 
 // WithWorkers sets how many nodes (and markers, for their status) are reconciled at once
 // (default 2).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
+// WithNodeBudget sets how many bytes the probes of one node may cost in its NodePodProbe
+// (default DefaultNodeBudget). Over it, markers of the namespaces over their fair share are left
+// out on that node; enhanced liveness probes are never left out.
+func WithNodeBudget(bytes int) Option { return func(o *options) { o.budget = bytes } }
+
 // SetupWithManager adds the NodePodProbe controller (per node) and the PodProbeMarker status
 // controller (per marker) to mgr. Both only run on the elected leader.
 func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
-	o := options{workers: 2}
+	o := options{workers: 2, budget: DefaultNodeBudget}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -71,7 +78,10 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	c := mgr.GetClient()
 
-	nodes := &nodeReconciler{client: c, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName)}
+	left := &budgetBook{}
+	changed := make(chan event.GenericEvent, 1024)
+	nodes := &nodeReconciler{client: c, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName),
+		budget: o.budget, left: left, changed: changed}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Node{}, builder.WithPredicates(nodeReadyChanged())).
@@ -94,8 +104,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, handler.EnqueueRequestsFromMapFunc(nppToMarkers),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
-		Complete(&statusReconciler{client: c})
+		Complete(&statusReconciler{client: c, left: left})
 }
 
 // nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only

@@ -6,9 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,8 +49,13 @@ func indexNPPByMarker(o client.Object) []string {
 // matches, and observedGeneration, raised to the marker's generation only once this generation's
 // probes are placed on every node that has a NodePodProbe (no entry missing, none stale). A
 // client that waits for observedGeneration == generation therefore knows the change is in place.
+//
+// It also keeps the marker's NodeBudget condition: False, with the nodes, while some nodes leave
+// the marker's probes out over their budget (a node that leaves them out counts as placed, so
+// observedGeneration still moves on); True once a condition was set and no node leaves them out.
 type statusReconciler struct {
 	client client.Client
+	left   *budgetBook
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -77,7 +85,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	placed := true
 	for i := range npps.Items {
 		npp := &npps.Items[i]
-		if !placedOn(m, byNode[npp.Name], npp) {
+		if !placedOn(m, byNode[npp.Name], npp, r.left.leftOutOn(npp.Name, markerKey(m.Namespace, m.Name))) {
 			placed = false
 		}
 		delete(byNode, npp.Name)
@@ -89,7 +97,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		} else if err != nil {
 			return reconcile.Result{}, err
 		}
-		if !placedOn(m, pods, npp) {
+		if !placedOn(m, pods, npp, r.left.leftOutOn(node, markerKey(m.Namespace, m.Name))) {
 			placed = false
 		}
 	}
@@ -98,11 +106,16 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if placed {
 		gen = m.Generation
 	}
-	if gen == m.Status.ObservedGeneration && matched == m.Status.MatchedPods {
+	conditions, condChanged := r.budgetCondition(m)
+	if gen == m.Status.ObservedGeneration && matched == m.Status.MatchedPods && !condChanged {
 		return reconcile.Result{}, nil
 	}
 	// Explicit fields: matchedPods is omitempty in the type, and 0 must still be written.
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"observedGeneration": gen, "matchedPods": matched}})
+	status := map[string]any{"observedGeneration": gen, "matchedPods": matched}
+	if condChanged {
+		status["conditions"] = conditions
+	}
+	body, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -113,11 +126,32 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	return reconcile.Result{}, nil
 }
 
+// budgetCondition returns m's conditions with NodeBudget as the budget book says, and whether that
+// changed them.
+func (r *statusReconciler) budgetCondition(m *v1alpha1.PodProbeMarker) ([]metav1.Condition, bool) {
+	conds := slices.Clone(m.Status.Conditions)
+	nodes, first := r.left.nodes(markerKey(m.Namespace, m.Name))
+	c := metav1.Condition{Type: v1alpha1.PodProbeMarkerNodeBudget, ObservedGeneration: m.Generation}
+	switch {
+	case len(nodes) > 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonNodeBudgetExceeded, budgetMessage(nodes, first)
+	case meta.FindStatusCondition(conds, c.Type) != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonWithinNodeBudget, "every node has room for the marker's probes"
+	default:
+		return conds, false // never left out: no condition to keep
+	}
+	return conds, meta.SetStatusCondition(&conds, c)
+}
+
 // placedOn reports whether npp holds exactly m's probes for pods (m's selected, probeable pods on
-// that node) and none of m's probes for any other pod.
-func placedOn(m *v1alpha1.PodProbeMarker, pods []*corev1.Pod, npp *v1alpha1.NodePodProbe) bool {
+// that node) and none of m's probes for any other pod. A marker the node leaves out over its
+// budget (leftOut) is placed when the node holds none of its probes.
+func placedOn(m *v1alpha1.PodProbeMarker, pods []*corev1.Pod, npp *v1alpha1.NodePodProbe, leftOut bool) bool {
 	want := map[string][]v1alpha1.ContainerProbe{}
 	for _, pod := range pods {
+		if leftOut {
+			break
+		}
 		if probes, _ := markerProbes(m, pod); len(probes) > 0 {
 			want[string(pod.UID)] = probes
 		}

@@ -14,6 +14,7 @@ import (
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
 
 // RecordAnnotation on a pod lists the label keys, annotation keys and condition types probeshim
@@ -128,7 +129,8 @@ func condition(t corev1.PodConditionType, status corev1.ConditionStatus, s *v1al
 	if transition.IsZero() {
 		transition = s.LastProbeTime
 	}
-	return corev1.PodCondition{Type: t, Status: status, Message: s.Message,
+	// The node caps its messages; a status written by anyone else is capped here too.
+	return corev1.PodCondition{Type: t, Status: status, Message: validation.TruncateMessage(s.Message, validation.MaxProbeMessageBytes),
 		LastProbeTime: s.LastProbeTime, LastTransitionTime: transition}
 }
 
