@@ -133,7 +133,7 @@ func (w *worker) doProbe(ctx context.Context) {
 		if c.StartedAt.IsZero() {
 			return // created, not started yet: it has no result, Unknown stands
 		}
-		w.publish(Failure, "container is not running")
+		w.notRunning()
 		return
 	}
 	// Whole seconds, like the kubelet; int64 so a zero StartedAt cannot wrap.
@@ -152,6 +152,15 @@ func (w *worker) doProbe(ctx context.Context) {
 		}
 		return
 	}
+	// A container that died, or was replaced, while it was probed says nothing
+	// about its health: a refused connection to a process that just exited is
+	// not a failed probe.
+	if now, ok := w.m.containers.Container(w.key.PodUID, w.key.Container); !ok || now.ID != c.ID || !now.Running {
+		if ok && now.ID == c.ID {
+			w.notRunning()
+		}
+		return
+	}
 	w.stats.observe(result, w.m.clock.Since(start))
 
 	if result == w.lastResult {
@@ -164,6 +173,16 @@ func (w *worker) doProbe(ctx context.Context) {
 		return
 	}
 	w.publish(result, msg)
+}
+
+// notRunning publishes Unknown for a container that has stopped. An exit is
+// the kubelet's to handle (restartPolicy, back-off); reported as a failed
+// probe it would set conditions False, emit probe-failed events and, for a
+// liveness probe, have the decider restart a container that is already being
+// restarted. The run of results ends with the process it measured.
+func (w *worker) notRunning() {
+	w.lastResult, w.resultRun = Unknown, 0
+	w.publish(Unknown, "container is not running")
 }
 
 func (w *worker) publish(r Result, msg string) {

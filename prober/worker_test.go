@@ -145,8 +145,12 @@ func TestContainerRestart(t *testing.T) {
 	}
 }
 
-// SEMANTICS: container not running: Failure for that container, no threshold counting.
-func TestContainerNotRunning(t *testing.T) {
+// Container not running: Unknown for that container, at once, never Failure.
+// This departs from SEMANTICS.md (and the kubelet, which reports Failure and
+// then restarts by restartPolicy anyway): an exit is the kubelet's to handle,
+// and only a real probe failure may set a condition False, emit a probe-failed
+// event or make the decider restart a container (README, "Probe states").
+func TestContainerNotRunningIsUnknown(t *testing.T) {
 	h := newHarness(t)
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 3)))})
 	k := key("p")
@@ -154,20 +158,74 @@ func TestContainerNotRunning(t *testing.T) {
 	h.expectNone(k)
 
 	h.running("c1")
-	h.exec.push(ok)
+	h.exec.push(ok, fail, fail)
 	h.probe(k)
 	h.expect(k, Success)
+	h.probe(k)
+	h.probe(k) // two failures: one short of the threshold
 	h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false, StartedAt: h.clock.Now()})
 	h.probe(k)
-	h.expect(k, Failure) // at once, not after three
+	h.expect(k, Unknown) // at once, not after three, and not Failure
 	if u, _ := h.result(k); u.Message != "container is not running" {
 		t.Fatalf("message %q", u.Message)
 	}
-	if n := h.exec.count(); n != 1 {
+	if n := h.exec.count(); n != 3 {
 		t.Fatalf("probed a stopped container: %d calls", n)
 	}
-	if got := counterValue(t, h.reg, "failed"); got != 0 {
-		t.Fatalf("not running counted as a probe: %v", got)
+	h.probe(k) // it stays Unknown for as long as it is stopped
+	h.expect(k, Unknown)
+	if got := counterValue(t, h.reg, "failed"); got != 2 {
+		t.Fatalf("not running counted as a probe: failed %v, want the 2 real ones", got)
+	}
+
+	// Started again under the same ID (a runtime that restarts in place): the
+	// failures before the exit measured another process and do not carry over.
+	h.running("c1")
+	h.exec.push(fail)
+	h.probe(k)
+	h.expect(k, Unknown)
+}
+
+// A container that exits while it is being probed: the probe's failure (a
+// refused connection, a killed exec) is the exit's, not a result.
+func TestContainerExitDuringProbeIsUnknown(t *testing.T) {
+	h := newHarness(t)
+	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
+	k := key("p")
+	h.running("c1")
+	h.exec.push(ok)
+	h.probe(k)
+	h.expect(k, Success)
+
+	h.exec.push(fail)
+	h.exec.setHook(func(context.Context) {
+		h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false, StartedAt: t0})
+	})
+	h.probe(k)
+	h.expect(k, Unknown)
+	if u, _ := h.result(k); u.Message != "container is not running" {
+		t.Fatalf("message %q", u.Message)
+	}
+
+	// Replaced by a new container mid-probe: the result is discarded too, and
+	// the new container is Unknown until it has results of its own.
+	h.running("c2")
+	h.exec.push(ok)
+	h.exec.setHook(nil)
+	h.probe(k)
+	h.expect(k, Success)
+	h.exec.push(fail)
+	h.exec.setHook(func(context.Context) { h.running("c3") })
+	h.probe(k)
+	h.expect(k, Success) // c2's last word stands until c3 is seen
+	h.exec.setHook(nil)
+	h.probe(k)
+	h.expect(k, Failure) // c3's own failure, threshold 1
+	if c := h.exec.last(); c.containerID != "c3" {
+		t.Fatalf("probed %q, want c3", c.containerID)
+	}
+	if got := counterValue(t, h.reg, "failed"); got != 1 {
+		t.Fatalf("failed count %v, want only c3's", got)
 	}
 }
 
