@@ -96,7 +96,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		config:    cfg,
 		bucket:    newBucket(DefaultSettings()),
 		reported:  map[Workload]map[types.UID]string{},
-		seen:      map[Workload]map[seenKey]time.Time{},
+		seen:      map[Workload]map[seenKey]sighting{},
 		breakers:  map[Workload]bool{},
 	}
 	d.metrics = newMetrics(d.bucket.tokens)
@@ -132,7 +132,7 @@ type decider struct {
 	// failures), so a restart held for the same reason is told once, not at every reconcile.
 	reported map[Workload]map[types.UID]string
 	// seen is when the decider first saw each current failure of a workload's pods.
-	seen     map[Workload]map[seenKey]time.Time
+	seen     map[Workload]map[seenKey]sighting
 	breakers map[Workload]bool
 }
 
@@ -140,6 +140,12 @@ type seenKey struct {
 	pod       types.UID
 	container string
 	since     time.Time
+}
+
+// sighting is when the decider first saw a failure, and the container instance it was about.
+type sighting struct {
+	at       time.Time
+	instance Instance
 }
 
 func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -234,6 +240,9 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	if v.Failing, err = d.failures(ctx, pod, npps); err != nil {
 		return v, pod, err
 	}
+	if len(v.Failing) > 0 {
+		v.Containers = instances(pod)
+	}
 	rec, err := ParseRecord(pod.Annotations)
 	if err != nil {
 		// Someone edited it: acting as if nothing was done is the only reading left; say so.
@@ -253,22 +262,25 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	return v, pod, nil
 }
 
-// markSeen stamps each failure of views with when the decider first saw it, and forgets the
-// failures that are gone.
+// markSeen stamps each failure of views with when the decider first saw it and the container
+// instance running then, and forgets the failures that are gone.
 func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.seen[wl]
-	next := map[seenKey]time.Time{}
+	next := map[seenKey]sighting{}
 	for i := range views {
 		for j := range views[i].Failing {
 			f := &views[i].Failing[j]
 			k := seenKey{views[i].UID, f.Container, f.Since}
-			t, ok := prev[k]
+			s, ok := prev[k]
 			if !ok {
-				t = now
+				s = sighting{at: now}
+				if c := views[i].Containers[f.Container]; c.Running {
+					s.instance = c
+				}
 			}
-			f.Seen, next[k] = t, t
+			f.Seen, f.Instance, next[k] = s.at, s.instance, s
 		}
 	}
 	if len(next) == 0 {
@@ -318,6 +330,21 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 		}
 	}
 	return out, nil
+}
+
+// instances are the pod's containers and sidecars as the kubelet last reported them.
+func instances(pod *corev1.Pod) map[string]Instance {
+	out := make(map[string]Instance, len(pod.Status.ContainerStatuses))
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			inst := Instance{ID: cs.ContainerID, RestartCount: cs.RestartCount}
+			if r := cs.State.Running; r != nil {
+				inst.Running, inst.StartedAt = true, r.StartedAt.Time
+			}
+			out[cs.Name] = inst
+		}
+	}
+	return out
 }
 
 // probePeriods are the periods of pod's liveness probes by container (the API's default of 10s
@@ -549,6 +576,13 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 		}
 		if dec.Reason == ReasonObserving {
 			log.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klog.KObj(pods[dec.Pod.UID]), "message", dec.Message)
+			continue
+		}
+		if Quiet(dec.Reason) {
+			// An exit: the kubelet's business, so no event that could read as a liveness failure.
+			d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()
+			log.FromContext(ctx).Info("not restarting: the Failed liveness state is not the running container's",
+				"pod", klog.KObj(pods[dec.Pod.UID]), "reason", dec.Reason, "message", dec.Message)
 			continue
 		}
 		d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()

@@ -129,6 +129,12 @@ func (f *fixture) ready(pod *corev1.Pod) *corev1.Pod {
 	f.t.Helper()
 	pod = env.RunningPod(f.t, pod, "10.0.0.1")
 	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue})
+	for _, c := range pod.Spec.Containers {
+		pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, Ready: true, ContainerID: "containerd://" + string(pod.UID) + "-" + c.Name,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Now().Add(-time.Hour))}},
+		})
+	}
 	if err := env.Client.Status().Update(context.Background(), pod); err != nil {
 		f.t.Fatal(err)
 	}
@@ -228,6 +234,79 @@ func (f *fixture) waitEvent(pod *corev1.Pod, reason, text string) {
 		}
 		return fmt.Errorf("no %s event with %q on %s; seen %q", reason, text, pod.Name, seen)
 	})
+}
+
+// setContainer writes the app container's status of pod as the kubelet would.
+func (f *fixture) setContainer(pod *corev1.Pod, edit func(*corev1.ContainerStatus)) {
+	f.t.Helper()
+	cur := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+		f.t.Fatal(err)
+	}
+	edit(&cur.Status.ContainerStatuses[0])
+	if err := env.Client.Status().Update(context.Background(), cur); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// deciderEvents are the reasons of the decider's events on pod.
+func (f *fixture) deciderEvents(pod *corev1.Pod) []string {
+	f.t.Helper()
+	var list eventsv1.EventList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		switch e.Reason {
+		case EventReasonRestart, EventReasonDryRun, EventReasonHeld, EventReasonRestartFailed:
+		default:
+			continue
+		}
+		if e.Regarding.Name == pod.Name {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+// An exit is not a liveness failure: a Failed state the node has not yet turned Unknown, of a
+// container that exited or that the kubelet has restarted since, restarts nothing and is not
+// told on the pod. The container's next real failure is acted on as before.
+func TestExitIsNotALivenessFailure(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("exits", 6, nil)
+	exiting := pods[1]
+	since := time.Now().Truncate(time.Second)
+	f.setContainer(exiting, func(cs *corev1.ContainerStatus) {
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+		cs.Ready = false
+	})
+	f.setStates(pods, v1alpha1.ProbeFailed, since, exiting)
+	quiet := func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests for an exit", n)
+		}
+		if ev := f.deciderEvents(exiting); len(ev) != 0 {
+			return fmt.Errorf("events for an exit: %q", ev)
+		}
+		return nil
+	}
+	testenv.Consistently(t, 2*time.Second, quiet)
+
+	// The kubelet restarts it: a new instance, started after the state turned Failed.
+	f.setContainer(exiting, func(cs *corev1.ContainerStatus) {
+		cs.ContainerID += "-2"
+		cs.RestartCount++
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since.Add(time.Second))}}
+	})
+	testenv.Consistently(t, 2*time.Second, quiet)
+
+	// The new instance fails its probe: that is a liveness failure.
+	f.setStates(pods, v1alpha1.ProbeFailed, since.Add(2*time.Second), exiting)
+	if crr := f.waitRequests(1)[0]; crr.Spec.PodName != exiting.Name {
+		t.Fatalf("restarted %s, want %s", crr.Spec.PodName, exiting.Name)
+	}
 }
 
 func TestRestartOnceThroughARequest(t *testing.T) {

@@ -37,6 +37,9 @@ type Pod struct {
 	OptedOut bool
 	// Failing lists the containers whose enhanced liveness state is Failed.
 	Failing []Failure
+	// Containers are the instances running now (or not), by container name, from the pod's
+	// status. A container missing here is not running.
+	Containers map[string]Instance
 	// Record is what the decider did to the pod before (from AnnotationRestarts).
 	Record Record
 }
@@ -51,7 +54,21 @@ type Failure struct {
 	Seen time.Time
 	// Period is the failing probe's periodSeconds.
 	Period time.Duration
+	// Instance is the container's instance when the decider first saw the failure; zero when it
+	// was not running then.
+	Instance Instance
 }
+
+// Instance is one run of a container, from the pod's status: the kubelet gives a restarted
+// container a new ID and a higher restart count.
+type Instance struct {
+	ID           string
+	RestartCount int32
+	Running      bool
+	StartedAt    time.Time // state.running.startedAt, on the node's clock like Failure.Since
+}
+
+func (i Instance) same(o Instance) bool { return i.ID == o.ID && i.RestartCount == o.RestartCount }
 
 // Input is a workload's state at Now.
 type Input struct {
@@ -108,7 +125,20 @@ const (
 	ReasonBackoff            Reason = "Backoff"
 	ReasonMaxUnavailable     Reason = "MaxUnavailable"
 	ReasonRateLimited        Reason = "RateLimited"
+	// ReasonContainerNotRunning and ReasonContainerRestarted: the Failed state is not about the
+	// container instance running now. A container that exited is the kubelet's to restart (by
+	// restartPolicy, with its back-off); a request would kill the instance the kubelet just
+	// started. Not a protection but a fact, so like ReasonObserving neither an event nor a
+	// liveness failure.
+	ReasonContainerNotRunning Reason = "ContainerNotRunning"
+	ReasonContainerRestarted  Reason = "ContainerRestarted"
 )
+
+// Quiet reports whether a decision with reason r is only logged: it holds nothing back that a
+// person would want to hear of on the pod.
+func Quiet(r Reason) bool {
+	return r == ReasonObserving || r == ReasonContainerNotRunning || r == ReasonContainerRestarted
+}
 
 // Decision for one pod with new liveness failures.
 type Decision struct {
@@ -133,7 +163,13 @@ type Breaker struct {
 // the order of their authority: what an operator switched off first, then the protections of
 // the workload, then the pacing. It takes tokens only for restarts (and dry-run ones, so that a
 // dry run reports the rate limit as it would happen).
+//
+// Failures of containers that are not running, or that restarted since they failed, take no
+// part: they are neither restarted nor counted by the breaker, and a pod with only those gets a
+// quiet hold.
 func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
+	var stale []Decision
+	in.Pods, stale = current(in.Pods)
 	breaker := breakerState(in)
 	unavailable := map[types.UID]bool{}
 	for i := range in.Pods {
@@ -165,7 +201,58 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 		}
 		out = append(out, d)
 	}
-	return out, breaker
+	return append(out, stale...), breaker
+}
+
+// current returns pods with only the failures of the container instances running now, and a
+// quiet hold for each pod whose every new failure is another instance's.
+func current(pods []Pod) ([]Pod, []Decision) {
+	out := slices.Clone(pods)
+	var held []Decision
+	for i := range out {
+		p := &out[i]
+		if len(p.Failing) == 0 {
+			continue
+		}
+		fresh := p.newFailures()
+		var live []Failure
+		var reason Reason
+		var msgs []string
+		for _, f := range p.Failing {
+			r, msg := p.stale(f)
+			if r == "" {
+				live = append(live, f)
+				continue
+			}
+			if slices.ContainsFunc(fresh, func(n Failure) bool { return n.Container == f.Container && n.Since.Equal(f.Since) }) {
+				if reason == "" {
+					reason = r
+				}
+				msgs = append(msgs, msg)
+			}
+		}
+		p.Failing = live
+		if len(msgs) > 0 && len(p.newFailures()) == 0 {
+			held = append(held, Decision{Pod: p, Failing: fresh, Outcome: Held, Reason: reason, Message: strings.Join(msgs, "; ")})
+		}
+	}
+	return out, held
+}
+
+// stale says why f is not a failure of the container instance running now, or "" when it is.
+func (p *Pod) stale(f Failure) (Reason, string) {
+	c := p.Containers[f.Container]
+	switch {
+	case !c.Running:
+		return ReasonContainerNotRunning, fmt.Sprintf("container %s is not running: an exit is not a liveness failure, the kubelet restarts it by the pod's restartPolicy", f.Container)
+	case f.Instance.ID != "" && !f.Instance.same(c):
+		return ReasonContainerRestarted, fmt.Sprintf("container %s restarted (restart count %d, now %d) since its liveness failure was seen; the new instance has no failure yet",
+			f.Container, f.Instance.RestartCount, c.RestartCount)
+	case c.StartedAt.After(f.Since):
+		return ReasonContainerRestarted, fmt.Sprintf("container %s started at %s, after its liveness state turned Failed at %s: the failure was an earlier instance's",
+			f.Container, c.StartedAt.UTC().Format(time.RFC3339), f.Since.UTC().Format(time.RFC3339))
+	}
+	return "", ""
 }
 
 func decideOne(in Input, p *Pod, failing []Failure, breaker Breaker, unavailable map[types.UID]bool, tokens Tokens) (Outcome, Reason, string, time.Duration) {

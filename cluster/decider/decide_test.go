@@ -5,6 +5,7 @@ package decider
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +33,16 @@ func (f *fakeTokens) Take(time.Time) (bool, time.Duration) {
 
 func plenty() *fakeTokens { return &fakeTokens{n: 1000} }
 
+// started is when the pods' containers started: well before their failures.
+var started = t0.Add(-time.Hour)
+
+func running(pod, container string) Instance {
+	return Instance{ID: "containerd://" + pod + "-" + container, RestartCount: 2, Running: true, StartedAt: started}
+}
+
 func healthy(name string) Pod {
-	return Pod{Name: name, UID: types.UID("uid-" + name), Ready: true, Labels: map[string]string{"app": "web"}}
+	return Pod{Name: name, UID: types.UID("uid-" + name), Ready: true, Labels: map[string]string{"app": "web"},
+		Containers: map[string]Instance{"app": running(name, "app")}}
 }
 
 func failing(name string, since time.Duration, containers ...string) Pod {
@@ -42,8 +51,25 @@ func failing(name string, since time.Duration, containers ...string) Pod {
 		containers = []string{"app"}
 	}
 	for _, c := range containers {
-		p.Failing = append(p.Failing, Failure{Container: c, Since: t0.Add(since)})
+		p.Containers[c] = running(name, c)
+		p.Failing = append(p.Failing, Failure{Container: c, Since: t0.Add(since), Instance: running(name, c)})
 	}
+	return p
+}
+
+// exited is p with container c stopped (exited, or waiting in the kubelet's back-off).
+func exited(p Pod, c string) Pod {
+	p.Containers = maps.Clone(p.Containers)
+	inst := p.Containers[c]
+	inst.Running, inst.StartedAt = false, time.Time{}
+	p.Containers[c] = inst
+	return p
+}
+
+// restarted is p with container c restarted by the kubelet at t0+at.
+func restarted(p Pod, c string, at time.Duration) Pod {
+	p.Containers = maps.Clone(p.Containers)
+	p.Containers[c] = Instance{ID: "containerd://new-" + c, RestartCount: p.Containers[c].RestartCount + 1, Running: true, StartedAt: t0.Add(at)}
 	return p
 }
 
@@ -209,6 +235,52 @@ func TestDecide(t *testing.T) {
 			want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen web-2:held/CircuitBreakerOpen web-3:held/CircuitBreakerOpen"},
 		{name: "two containers: one request for both",
 			in: input(def, failing("web-0", 0, "app", "sidecar"), healthy("w1")), want: "web-0:restart/LivenessFailed"},
+
+		// An exit is not a liveness failure: the container that is not running now, or the
+		// instance that failed, is gone; the kubelet restarts by restartPolicy.
+		{name: "container exited (Failed state not yet Unknown): held, no restart",
+			in: input(def, exited(failing("web-0", 0), "app"), healthy("w1")), want: "web-0:held/ContainerNotRunning"},
+		{name: "container waiting in the kubelet's back-off: held",
+			in:   input(def, exited(recorded(failing("web-0", 55*time.Second), 1, -time.Hour), "app"), healthy("w1")),
+			want: "web-0:held/ContainerNotRunning"},
+		{name: "no status for the container: not running",
+			in:   input(def, with(failing("web-0", 0), func(p *Pod) { p.Containers = nil }), healthy("w1")),
+			want: "web-0:held/ContainerNotRunning"},
+		{name: "exit with a zero window: still held",
+			in: input(settings(func(c *Config) { c.CircuitBreaker.Window = &metav1.Duration{} }),
+				with(exited(failing("web-0", 0), "app"), func(p *Pod) { p.Failing[0].Seen = t0.Add(time.Minute) }), healthy("w1")),
+			want: "web-0:held/ContainerNotRunning"},
+		{name: "restarted by the kubelet since the failure was seen (new ID): held",
+			in:   input(def, restarted(failing("web-0", 30*time.Second), "app", 20*time.Second), healthy("w1")),
+			want: "web-0:held/ContainerRestarted"},
+		{name: "started after the state turned Failed (seen only after the restart): held",
+			in: input(def, with(restarted(failing("web-0", 0), "app", 10*time.Second), func(p *Pod) {
+				p.Failing[0].Instance = p.Containers["app"] // first seen with the new instance
+			}), healthy("w1")),
+			want: "web-0:held/ContainerRestarted"},
+		{name: "started in the same second as the failure, same instance: restart",
+			in:   input(def, with(restarted(failing("web-0", 0), "app", 0), func(p *Pod) { p.Failing[0].Instance = p.Containers["app"] }), healthy("w1")),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "failure seen while the container was not running, then a new instance: held",
+			in:   input(def, with(restarted(failing("web-0", 0), "app", 5*time.Second), func(p *Pod) { p.Failing[0].Instance = Instance{} }), healthy("w1")),
+			want: "web-0:held/ContainerRestarted"},
+		{name: "acted on, then restarted by the request: nothing to decide",
+			in: input(def, with(restarted(failing("web-0", 0), "app", 5*time.Second), func(p *Pod) {
+				p.Record = Record{Containers: map[string]ContainerRecord{"app": {Failure: metav1.Time{Time: t0}, Restarts: 1, LastRestart: metav1.NewMicroTime(t0)}}}
+			}), healthy("w1")),
+			want: ""},
+		{name: "exits count not for the breaker: 1 real failure and 3 exits of 6",
+			in: input(def, func() []Pod {
+				pods := six(4)
+				for i := 1; i < 4; i++ {
+					pods[i] = exited(pods[i], "app")
+				}
+				return pods
+			}()...),
+			want: "web-0:restart/LivenessFailed web-1:held/ContainerNotRunning web-2:held/ContainerNotRunning web-3:held/ContainerNotRunning"},
+		{name: "one container exited, the other fails for real: restart",
+			in:   input(def, exited(failing("web-0", 0, "app", "sidecar"), "sidecar"), healthy("w1")),
+			want: "web-0:restart/LivenessFailed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,6 +323,26 @@ func TestDecideMessages(t *testing.T) {
 	ds, _ = Decide(input(settings(nil), six(1)...), plenty())
 	if msg := ds[0].Message; !strings.Contains(msg, "container app") {
 		t.Errorf("restart message: %s", msg)
+	}
+	ds, _ = Decide(input(settings(nil), exited(failing("web-0", 0), "app")), plenty())
+	if msg := ds[0].Message; !strings.Contains(msg, "container app is not running") || strings.Contains(msg, "liveness probe failed") {
+		t.Errorf("not running message: %s", msg)
+	}
+	if !Quiet(ds[0].Reason) {
+		t.Errorf("%s is told on the pod: an exit must not read as a liveness failure", ds[0].Reason)
+	}
+	ds, _ = Decide(input(settings(nil), restarted(failing("web-0", 0), "app", time.Second)), plenty())
+	if msg := ds[0].Message; !strings.Contains(msg, "restart count 2, now 3") {
+		t.Errorf("restarted message: %s", msg)
+	}
+}
+
+// Only the failing container still running is restarted; the one that exited is left to the
+// kubelet.
+func TestDecideRestartsOnlyRunningInstances(t *testing.T) {
+	ds, _ := Decide(input(settings(nil), exited(failing("web-0", 0, "app", "sidecar"), "sidecar"), healthy("w1")), plenty())
+	if len(ds) != 1 || ds[0].Outcome != Restart || len(ds[0].Failing) != 1 || ds[0].Failing[0].Container != "app" {
+		t.Fatalf("decisions %+v, want a restart of app alone", ds)
 	}
 }
 

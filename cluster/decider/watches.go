@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,7 +117,20 @@ func podChanged(old, cur *corev1.Pod) bool {
 		}
 	}
 	return podReady(old) != podReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
-		old.Status.Phase != cur.Status.Phase || !maps.Equal(old.Labels, cur.Labels)
+		old.Status.Phase != cur.Status.Phase || !maps.Equal(old.Labels, cur.Labels) ||
+		(v1alpha1.UsesEnhancedLiveness(cur) && instancesChanged(old, cur))
+}
+
+// instancesChanged: a container exited or restarted, so a liveness failure may be stale now.
+func instancesChanged(old, cur *corev1.Pod) bool {
+	same := func(a, b []corev1.ContainerStatus) bool {
+		return slices.EqualFunc(a, b, func(x, y corev1.ContainerStatus) bool {
+			return x.Name == y.Name && x.ContainerID == y.ContainerID && x.RestartCount == y.RestartCount &&
+				(x.State.Running == nil) == (y.State.Running == nil)
+		})
+	}
+	return !same(old.Status.ContainerStatuses, cur.Status.ContainerStatuses) ||
+		!same(old.Status.InitContainerStatuses, cur.Status.InitContainerStatuses)
 }
 
 func requestHandler(d *decider) handler.EventHandler {
