@@ -80,9 +80,6 @@ func TestExitIsNotAFailedProbe(t *testing.T) {
 		kills(t, "exits-now", 3)
 	})
 	s.crrs.check(t)
-	if v, ok, err := s.decisionsMetric(ctx); err == nil && ok {
-		t.Logf("decider: %s", v)
-	}
 }
 
 // exitLog is what the exit scenario's watches saw: every Failed probe state and every False
@@ -210,23 +207,4 @@ func (s *suite) checkNoFailure(t *testing.T, pod *corev1.Pod, l *exitLog) {
 	if got := s.crrs.created(pod.Namespace, pod.Name); len(got) != 0 {
 		t.Errorf("%d ContainerRecreateRequests for %s's exits: %s", len(got), pod.Name, s.crrs.describe(pod.Namespace))
 	}
-}
-
-// decisionsMetric is the leader's decisions counter lines, for the log.
-func (s *suite) decisionsMetric(ctx context.Context) (string, bool, error) {
-	leader, err := s.leader(ctx)
-	if err != nil {
-		return "", false, err
-	}
-	out, err := s.c.Kubectl(ctx, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", leader.Namespace, leader.Name))
-	if err != nil {
-		return "", false, err
-	}
-	var lines []string
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "probeshim_decider_decisions_total{") {
-			lines = append(lines, line)
-		}
-	}
-	return strings.Join(lines, "; "), len(lines) > 0, nil
 }
