@@ -3,10 +3,8 @@
 package validation
 
 import (
-	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,17 +14,6 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
-
-// builtinPodConditions are the condition types the kubelet and the control plane own; a marker
-// writing one of them would fight them.
-var builtinPodConditions = []string{
-	string(corev1.PodReady),
-	string(corev1.ContainersReady),
-	string(corev1.PodInitialized),
-	string(corev1.PodScheduled),
-	string(corev1.PodReadyToStartContainers),
-	string(corev1.DisruptionTarget),
-}
 
 // ValidatePodProbeMarker checks a PodProbeMarker on create.
 func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
@@ -89,16 +76,13 @@ func ValidatePodProbeMarkerSpec(spec *v1alpha1.PodProbeMarkerSpec, fldPath *fiel
 		if c := p.PodConditionType; c != "" {
 			cPath := pPath.Child("podConditionType")
 			errs = append(errs, qualifiedName(c, cPath)...)
-			if slices.Contains(builtinPodConditions, c) {
-				errs = append(errs, field.Invalid(cPath, c, "must not be a built-in pod condition ("+
-					strings.Join(builtinPodConditions, ", ")+"); use your own, e.g. example.com/"+strings.ToLower(c)))
-			}
 			if conditions[c] {
 				errs = append(errs, field.Duplicate(cPath, c))
 			}
 			conditions[c] = true
 		}
 		errs = append(errs, validateMarkerPolicies(p.MarkerPolicy, pPath.Child("markerPolicy"))...)
+		errs = append(errs, validateReservedMarks(p, pPath)...)
 	}
 	return errs
 }
