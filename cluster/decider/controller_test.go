@@ -476,3 +476,65 @@ func TestConfigAppliesAtRunTime(t *testing.T) {
 	setDoc("enabled: true")
 	f.waitRequests(1)
 }
+
+// A record naming a request the decider never created (as a forged one would, or one written just
+// before the pod's switch was turned on) creates nothing while a protection holds: the follow-up
+// passes the same checks as any restart, and the held restart is dropped from the record.
+func TestRecordedRestartPassesTheChecks(t *testing.T) {
+	f := newFixture(t)
+	since := time.Now().Truncate(time.Second)
+	pods := f.deployment("forged", 4, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-0") {
+			decided := metav1.NewMicroTime(time.Now())
+			rec := Record{Request: "forged-0-liveness-recorded", Requested: &decided,
+				Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1, LastRestart: decided}}}
+			p.Annotations[AnnotationRestarts] = rec.format()
+			p.Annotations[AnnotationRestartDisabled] = "true"
+		}
+	})
+	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, string(ReasonPodOptedOut))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if r := f.record(pods[0]); r.Request != "" {
+			return fmt.Errorf("record still names request %s", r.Request)
+		}
+		return nil
+	})
+	testenv.Consistently(t, 1500*time.Millisecond, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests despite the pod's switch", n)
+		}
+		return nil
+	})
+}
+
+// Deleting the ConfigMap after it was read holds every restart (it never falls back to the
+// defaults, which would switch restarts back on); restoring it lets them go ahead.
+func TestConfigMapDeletedHoldsRestarts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const doc = "backoff: {initial: 1s, max: 4s}"
+	restore := func() {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configNamespace},
+			Data: map[string]string{ConfigKey: doc}}
+		if err := env.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configNamespace}}
+	if err := env.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	pods := f.deployment("nocfg", 4, nil)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[1])
+	f.waitEvent(pods[1], EventReasonHeld, "was deleted after it was read")
+	testenv.Consistently(t, time.Second, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests without a configuration", n)
+		}
+		return nil
+	})
+	restore()
+	f.waitRequests(1)
+}
