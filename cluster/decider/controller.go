@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
 
 // ControllerName names the decider in logs, events and LabelCreatedBy.
@@ -569,6 +570,9 @@ func grace(pod *corev1.Pod, failing []Failure) *int64 {
 	}
 	if g == nil && pod.Spec.TerminationGracePeriodSeconds != nil {
 		g = ptr.To(*pod.Spec.TerminationGracePeriodSeconds)
+	}
+	if g != nil && *g > validation.MaxDurationSeconds {
+		g = ptr.To(validation.MaxDurationSeconds) // what a request may say; the pod may say more
 	}
 	return g
 }
