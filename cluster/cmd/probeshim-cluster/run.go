@@ -112,6 +112,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
+	if err := mgr.Add(probeshimwebhook.PolicyChecker{Reader: mgr.GetAPIReader()}); err != nil {
+		return err
+	}
 
 	if err := controller.SetupWithManager(mgr); err != nil {
 		return err
