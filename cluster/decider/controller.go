@@ -265,6 +265,18 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 			return v, pod, err
 		}
 	}
+	if len(v.Unstarted) > 0 {
+		// Only containers that still fail are worth the restart decided before.
+		v.Unstarted = slices.DeleteFunc(v.Unstarted, func(u Failure) bool {
+			return !slices.ContainsFunc(v.Failing, func(f Failure) bool { return f.Container == u.Container })
+		})
+		if len(v.Unstarted) == 0 { // all recovered before the request was ever created
+			rec = rec.finished(nil)
+			if err := d.patchRecord(ctx, pod, rec); err != nil {
+				return v, pod, err
+			}
+		}
+	}
 	v.Record, v.Recreating = rec, active
 	return v, pod, nil
 }
