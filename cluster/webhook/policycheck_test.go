@@ -32,6 +32,12 @@ func TestRequiredPoliciesAreShipped(t *testing.T) {
 		switch o := o.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
 			policies = append(policies, o.Name)
+			for _, v := range o.Spec.Variables {
+				// Written out where parameters cannot be used: it must be the deployment's own.
+				if v.Name == "clusterUsername" && v.Expression != "'"+clusterUser+"'" {
+					t.Errorf("policy %s trusts %s, the deployment is %s", o.Name, v.Expression, clusterUser)
+				}
+			}
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			if o.Spec.PolicyName == o.Name && slices.Contains(o.Spec.ValidationActions, admissionregistrationv1.Deny) {
 				bindings = append(bindings, o.Name)
