@@ -265,18 +265,6 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 			return v, pod, err
 		}
 	}
-	if len(v.Unstarted) > 0 {
-		// Only containers that still fail are worth the restart decided before.
-		v.Unstarted = slices.DeleteFunc(v.Unstarted, func(u Failure) bool {
-			return !slices.ContainsFunc(v.Failing, func(f Failure) bool { return f.Container == u.Container })
-		})
-		if len(v.Unstarted) == 0 { // all recovered before the request was ever created
-			rec = rec.finished(nil)
-			if err := d.patchRecord(ctx, pod, rec); err != nil {
-				return v, pod, err
-			}
-		}
-	}
 	v.Record, v.Recreating = rec, active
 	return v, pod, nil
 }
@@ -418,6 +406,16 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 		}
 		slices.SortFunc(failing, func(a, b Failure) int { return strings.Compare(a.Container, b.Container) })
 		if len(failing) > 0 {
+			// The request cache may lag behind a create a moment ago: only a request the API
+			// server does not have is unstarted (a held one is dropped from the record, which
+			// must never forget a request that exists).
+			err := d.live.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, &v1alpha1.ContainerRecreateRequest{})
+			if err == nil {
+				return rec, true, nil, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return rec, active, nil, err
+			}
 			return rec, active, failing, nil
 		}
 		fallthrough
