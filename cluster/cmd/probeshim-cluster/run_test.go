@@ -289,6 +289,12 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	waitFor(t, 20*time.Second, nil, func() error { // the metrics server starts beside the others
+		if code, body := get(""); code == 0 {
+			return errors.New(body)
+		}
+		return nil
+	})
 	if code, body := get(""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous scrape: %d %.200s, want 401", code, body)
 	}
