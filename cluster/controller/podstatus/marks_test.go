@@ -207,7 +207,7 @@ func TestWantedSkipsReservedKeys(t *testing.T) {
 		{State: v1alpha1.ProbeSucceeded,
 			Labels: map[string]string{"ok": "v", "node-role.kubernetes.io/x": "y"},
 			Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true",
-				v1alpha1.AnnotationContainerProbeContext: `[{"name":"main","livenessProbe":{"exec":{"command":["id"]}}}]`,
+				v1alpha1.AnnotationContainerProbeContext:     `[{"name":"main","livenessProbe":{"exec":{"command":["id"]}}}]`,
 				"controller.kubernetes.io/pod-deletion-cost": "-10"}},
 		{State: v1alpha1.ProbeFailed, Labels: map[string]string{"x.k8s.io/gate": "v", "other": "v"}}}}
 	m := wanted([]result{res("m#p", p, v1alpha1.ProbeSucceeded, "", t0)})
