@@ -23,7 +23,7 @@ func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
 // ValidatePodProbeMarkerUpdate checks a PodProbeMarker on update: the new object must be valid and
 // its selector unchanged, because the marker must keep cleaning up the pods it already labelled.
 func ValidatePodProbeMarkerUpdate(newObj, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
-	errs := ValidatePodProbeMarker(newObj)
+	errs := grandfatherReserved(ValidatePodProbeMarker(newObj), newObj, oldObj)
 	if !equality.Semantic.DeepEqual(newObj.Spec.Selector, oldObj.Spec.Selector) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "selector"),
 			metav1.FormatLabelSelector(newObj.Spec.Selector),

@@ -85,14 +85,19 @@ func ReservedCondition(t string) bool {
 	return inDomains(d, reservedDomains) && !inDomains(d, allowedConditionDomains)
 }
 
+const (
+	reservedKeyDetail    = "must not use a reserved prefix"
+	ownedConditionDetail = "must not name a condition another controller owns"
+)
+
 func reservedKeyError(fldPath *field.Path, key string) *field.Error {
-	return field.Invalid(fldPath, key, "must not use a reserved prefix ("+strings.Join(reservedDomains, ", ")+
+	return field.Invalid(fldPath, key, reservedKeyDetail+" ("+strings.Join(reservedDomains, ", ")+
 		" and their subdomains drive probeshim, OpenKruise and Kubernetes; allowed there only: "+
 		strings.Join(allowedReservedKeys, ", ")+"); use your own, e.g. example.com/"+keyName(key))
 }
 
 func reservedConditionError(fldPath *field.Path, t string) *field.Error {
-	return field.Invalid(fldPath, t, "must not name a condition another controller owns ("+strings.Join(ownedPodConditions, ", ")+
+	return field.Invalid(fldPath, t, ownedConditionDetail+" ("+strings.Join(ownedPodConditions, ", ")+
 		", or any under "+strings.Join(reservedDomains, ", ")+" except game.kruise.io/); use your own, e.g. example.com/"+
 		strings.ToLower(keyName(t)))
 }
@@ -125,4 +130,53 @@ func validateReservedMarks(p *v1alpha1.PodContainerProbe, fldPath *field.Path) f
 		}
 	}
 	return errs
+}
+
+// grandfatherReserved drops from errs the reserved-key and owned-condition errors of newObj that
+// oldObj already had (the same probe, state and key): a marker stored before the rule still
+// takes metadata-only updates (labels, owner references, finalizers) and edits of its other
+// fields. The controller never writes those keys anyway; adding a reserved key is always refused.
+func grandfatherReserved(errs field.ErrorList, newObj, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
+	old := map[string]*v1alpha1.PodContainerProbe{}
+	for i := range oldObj.Spec.Probes {
+		old[oldObj.Spec.Probes[i].Name] = &oldObj.Spec.Probes[i]
+	}
+	had := map[string]bool{}
+	probes := field.NewPath("spec", "probes")
+	for i := range newObj.Spec.Probes {
+		p, o := &newObj.Spec.Probes[i], old[newObj.Spec.Probes[i].Name]
+		if o == nil {
+			continue
+		}
+		if p.PodConditionType != "" && p.PodConditionType == o.PodConditionType {
+			had[probes.Index(i).Child("podConditionType").String()] = true
+		}
+		for j := range p.MarkerPolicy {
+			pol := &p.MarkerPolicy[j]
+			for _, op := range o.MarkerPolicy {
+				if op.State != pol.State {
+					continue
+				}
+				pPath := probes.Index(i).Child("markerPolicy").Index(j)
+				for k := range pol.Labels {
+					if _, ok := op.Labels[k]; ok {
+						had[pPath.Child("labels").Key(k).String()] = true
+					}
+				}
+				for k := range pol.Annotations {
+					if _, ok := op.Annotations[k]; ok {
+						had[pPath.Child("annotations").Key(k).String()] = true
+					}
+				}
+			}
+		}
+	}
+	out := errs[:0:0]
+	for _, e := range errs {
+		reserved := strings.HasPrefix(e.Detail, reservedKeyDetail) || strings.HasPrefix(e.Detail, ownedConditionDetail)
+		if !(reserved && had[e.Field]) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -89,3 +89,28 @@ func TestValidatePodProbeMarkerReserved(t *testing.T) {
 		})
 	}
 }
+
+// A marker stored before the rule keeps taking updates that add no reserved key.
+func TestValidatePodProbeMarkerUpdateGrandfathersReserved(t *testing.T) {
+	legacy := marker()
+	legacy.Spec.Probes[0].PodConditionType = "KruisePodReady"
+	legacy.Spec.Probes[0].MarkerPolicy[0].Annotations["apps.kruise.io/x"] = "y"
+
+	relabelled := legacy.DeepCopy()
+	relabelled.Labels = map[string]string{"team": "games"}
+	relabelled.Spec.Probes[0].Probe.PeriodSeconds = 30
+	checkErrs(t, ValidatePodProbeMarkerUpdate(relabelled, legacy))
+
+	added := legacy.DeepCopy()
+	added.Spec.Probes[0].MarkerPolicy[1].Annotations["apps.kruise.io/x"] = "z" // the other state
+	added.Spec.Probes[0].MarkerPolicy[0].Labels["probeshim.io/y"] = "z"
+	checkErrs(t, ValidatePodProbeMarkerUpdate(added, legacy),
+		invalid("spec.probes[0].markerPolicy[0].labels[probeshim.io/y]", "must not use a reserved prefix"),
+		invalid("spec.probes[0].markerPolicy[1].annotations[apps.kruise.io/x]", "must not use a reserved prefix"))
+
+	renamed := legacy.DeepCopy()
+	renamed.Spec.Probes[0].Name = "Other"
+	checkErrs(t, ValidatePodProbeMarkerUpdate(renamed, legacy),
+		invalid("spec.probes[0].podConditionType", "must not name a condition another controller owns"),
+		invalid("spec.probes[0].markerPolicy[0].annotations[apps.kruise.io/x]", "must not use a reserved prefix"))
+}
