@@ -121,6 +121,19 @@ func TestPodProbeMarkerValidationTable(t *testing.T) {
 		}, p0, true},
 		{"condition type not qualified", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "not ok" }, p0 + ".podConditionType", true},
 		{"built-in condition type", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "Ready" }, p0 + ".podConditionType", true},
+		// Reserved keys: the keys that drive probeshim, OpenKruise and Kubernetes, written onto
+		// pods with no access check, would let a marker author do what they unlock.
+		{"the enhanced liveness opt-in", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+		}, p0 + ".markerPolicy[0].annotations[apps.kruise.io/using-enhanced-liveness]", true},
+		{"the liveness probe context", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Annotations = map[string]string{
+				v1alpha1.AnnotationContainerProbeContext: `[{"name":"main","livenessProbe":{"exec":{"command":["id"]}}}]`}
+		}, p0 + ".markerPolicy[0].annotations[apps.kruise.io/container-probe-context]", true},
+		{"a kubernetes.io subdomain label", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Labels = map[string]string{"node-role.kubernetes.io/x": "y"}
+		}, p0 + ".markerPolicy[0].labels[node-role.kubernetes.io/x]", true},
+		{"OpenKruise's readiness gate", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "KruisePodReady" }, p0 + ".podConditionType", true},
 		{"duplicate condition type", func(m *v1alpha1.PodProbeMarker) { secondProbe(m).PodConditionType = "game.io/idle" }, "spec.probes[1].podConditionType", true},
 		{"duplicate policy state", func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].MarkerPolicy = append(m.Spec.Probes[0].MarkerPolicy, m.Spec.Probes[0].MarkerPolicy[0])

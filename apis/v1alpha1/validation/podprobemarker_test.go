@@ -156,17 +156,6 @@ func TestValidatePodProbeMarker(t *testing.T) {
 	}
 }
 
-func TestValidatePodProbeMarkerBuiltinConditions(t *testing.T) {
-	for _, c := range []string{"Ready", "ContainersReady", "Initialized", "PodScheduled", "PodReadyToStartContainers", "DisruptionTarget"} {
-		t.Run(c, func(t *testing.T) {
-			m := marker()
-			m.Spec.Probes[0].PodConditionType = c
-			checkErrs(t, ValidatePodProbeMarker(m), invalid("spec.probes[0].podConditionType",
-				"must not be a built-in pod condition (Ready, ContainersReady, Initialized, PodScheduled, PodReadyToStartContainers, DisruptionTarget); use your own, e.g. example.com/"+strings.ToLower(c)))
-		})
-	}
-}
-
 func TestValidatePodProbeMarkerUpdate(t *testing.T) {
 	cases := []struct {
 		name   string

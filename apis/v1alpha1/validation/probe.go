@@ -56,6 +56,8 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 	if g := probe.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g,
 			"must be greater than 0 when set; leave it unset to use the pod's grace period"))
+	} else if g != nil {
+		errs = append(errs, validateSeconds(*g, fldPath.Child("terminationGracePeriodSeconds"))...)
 	}
 	return errs
 }
