@@ -48,6 +48,7 @@ func TestPreStopHooks(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	pod.UID, pod.Namespace, pod.Name = "uid-1", "ns", "web"
+	pod.Status.PodIP = "127.0.0.1" // the test's loopback stands in for the pod
 	ok := execStub(func(context.Context, []string, time.Duration) (prober.ExecResult, error) {
 		return prober.ExecResult{}, nil
 	})
@@ -82,9 +83,8 @@ func TestPreStopHooks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &network{}
-			c := &v1alpha1.ContainerRecreateRequestContainer{Name: "main", PreStop: &tc.hook,
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
-			err := runPreStop(context.Background(), tc.rt, n, pod, c, "id", 200*time.Millisecond)
+			ports := []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
+			err := runPreStop(context.Background(), tc.rt, n, pod, &tc.hook, ports, "id", 200*time.Millisecond)
 			if msg := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && msg != tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
