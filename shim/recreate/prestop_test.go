@@ -76,7 +76,7 @@ func TestPreStopHooks(t *testing.T) {
 		{"httpGet error status", v1alpha1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/fail", Port: intstr.FromInt(port)}}, ok,
 			"preStop hook: HTTP GET /fail answered 503"},
 		{"httpGet to another host", v1alpha1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt(80)}}, ok,
-			`preStop hook: probe host "169.254.169.254" is not the pod`},
+			`preStop hook: probe refused: probe host "169.254.169.254" is not the pod`},
 		{"unknown named port", v1alpha1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("grpc")}}, ok,
 			`preStop hook: port "grpc" not found in the container's ports`},
 		{"tcpSocket", v1alpha1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}, ok, ""},
