@@ -130,15 +130,14 @@ func (n *Network) podNet(pod prober.PodRef, ip netip.Addr) (*podNet, error) {
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if cur, ok := n.pods[pod.UID]; ok && cur.d != pn.d && cur.d != n.host {
-		if cur.d.Stale() || cur.d.Path() != pn.d.Path() || time.Since(cur.resolvedAt) >= reresolveAfter {
-			cur.d.Close()
+	if cur, ok := n.pods[pod.UID]; ok && cur.d != n.host && cur.d != pn.d {
+		if !cur.d.Stale() && pn.d != n.host && cur.d.Path() == pn.d.Path() {
+			// The same namespace (another probe resolved it too, or only the IPs were asked
+			// again): keep one handle, which probes of the pod may be dialling through now.
+			pn.d.Close()
+			pn.d = cur.d
 		} else {
-			// Another probe of this pod resolved it first: keep one handle.
-			if pn.d != n.host {
-				pn.d.Close()
-			}
-			return cur, nil
+			cur.d.Close()
 		}
 	}
 	n.pods[pod.UID] = pn
