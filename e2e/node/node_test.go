@@ -149,48 +149,6 @@ func TestNodeService(t *testing.T) {
 		}
 	})
 
-	// Entries written past the cluster part: one whose IP is the node's (the node service would
-	// have dialled the node's API server from inside the pod) and one without an IP (it would
-	// have dialled the pod's loopback). Both are refused, Unknown with the reason, nothing dialled.
-	t.Run("entries with an IP that is not the pod's are refused", func(t *testing.T) {
-		forged := []v1alpha1.ContainerProbe{
-			probe("node-api-server", "web", tcp(6443)),
-			probe("loopback-by-default", "web", httpGet(8080, "/")),
-		}
-		for _, tc := range []struct{ ip, want string }{
-			{rig.NodeIP, "probe refused: IP " + rig.NodeIP + " is not pod " + ns + "/probed's own; the runtime reports [" + pod.Status.PodIP + "]"},
-			{"", "IP: Required value: the pod's IP"},
-		} {
-			s.writeEntries(t, []v1alpha1.PodProbe{{Name: pod.Name, Namespace: ns, UID: string(pod.UID), IP: tc.ip, Probes: forged}})
-			err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "both refused with IP "+tc.ip, func(ctx context.Context) (bool, string, error) {
-				st, err := s.readStates(ctx)
-				if err != nil {
-					return false, err.Error(), nil
-				}
-				seen := fmt.Sprint(st["node-api-server"], st["loopback-by-default"])
-				for _, name := range []string{"node-api-server", "loopback-by-default"} {
-					if st[name].State != v1alpha1.ProbeUnknown || !strings.Contains(st[name].Message, tc.want) {
-						return false, seen, nil
-					}
-				}
-				return true, seen, nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Refused for good: three periods later still Unknown, never a result of a dial.
-			time.Sleep(3 * time.Second)
-			st := s.states(t)
-			for _, name := range []string{"node-api-server", "loopback-by-default"} {
-				if st[name].State != v1alpha1.ProbeUnknown {
-					t.Errorf("IP %q: %s is %s (%q), want Unknown", tc.ip, name, st[name].State, st[name].Message)
-				}
-			}
-		}
-		s.writeSpec(t, initialProbes())
-		s.waitState(t, "http-local", v1alpha1.ProbeSucceeded, 30*time.Second)
-	})
-
 	t.Run("events only on transitions", func(t *testing.T) {
 		ev, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeFailed, "exec-fail", 30*time.Second)
 		if err != nil {
@@ -316,6 +274,47 @@ func TestNodeService(t *testing.T) {
 		for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+
+	// Entries written past the cluster part: one whose IP is the node's (the node service would
+	// have dialled the node's API server from inside the pod) and one without an IP (it would
+	// have dialled the pod's loopback). Both are refused, Unknown with the reason, nothing dialled.
+	// Last, since it replaces the spec the subtests above share.
+	t.Run("entries with an IP that is not the pod's are refused", func(t *testing.T) {
+		forged := []v1alpha1.ContainerProbe{
+			probe("node-api-server", "web", tcp(6443)),
+			probe("loopback-by-default", "web", httpGet(8080, "/")),
+		}
+		for _, tc := range []struct{ ip, want string }{
+			{rig.NodeIP, "probe refused: IP " + rig.NodeIP + " is not pod " + ns + "/probed's own; the runtime reports [" + pod.Status.PodIP + "]"},
+			{"", "IP: Required value: the pod's IP"},
+		} {
+			s.writeEntries(t, []v1alpha1.PodProbe{{Name: pod.Name, Namespace: ns, UID: string(pod.UID), IP: tc.ip, Probes: forged}})
+			err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "both refused with IP "+tc.ip, func(ctx context.Context) (bool, string, error) {
+				st, err := s.readStates(ctx)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				seen := fmt.Sprint(st["node-api-server"], st["loopback-by-default"])
+				for _, name := range []string{"node-api-server", "loopback-by-default"} {
+					if st[name].State != v1alpha1.ProbeUnknown || !strings.Contains(st[name].Message, tc.want) {
+						return false, seen, nil
+					}
+				}
+				return true, seen, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Refused for good: three periods later still Unknown, never a result of a dial.
+			time.Sleep(3 * time.Second)
+			st := s.states(t)
+			for _, name := range []string{"node-api-server", "loopback-by-default"} {
+				if st[name].State != v1alpha1.ProbeUnknown {
+					t.Errorf("IP %q: %s is %s (%q), want Unknown", tc.ip, name, st[name].State, st[name].Message)
+				}
 			}
 		}
 	})
