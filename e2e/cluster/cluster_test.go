@@ -151,15 +151,16 @@ func (s *suite) testTCP(t *testing.T) {
 	}
 }
 
-// An httpGet probe of a server bound to the pod's loopback only (the kubelet could not reach
-// it): 200 is True, 503 False with the status in the message, 200 again True.
+// An httpGet probe naming the pod's loopback (host 127.0.0.1), of a server bound there only (the
+// kubelet could not reach it): 200 is True, 503 False with the status in the message, 200 again
+// True. The marker's author (the admin) may create pods/portforward, which such a probe needs.
 func (s *suite) testHTTP(t *testing.T) {
 	t.Parallel()
 	ns := s.c.Namespace(t)
 	pod := s.runPod(t, ns, "api", map[string]string{"app": "api"}, framework.Command("web", "localhttp-server", "-listen", "127.0.0.1:8080"))
 	m := newMarker(ns, "http", map[string]string{"app": "api"}, v1alpha1.PodContainerProbe{
 		Name: "healthz", ContainerName: "web", PodConditionType: "api.example.com/healthy",
-		Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}),
+		Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromInt32(8080)}}),
 		MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
 			{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"api-healthy": "true"}},
 			{State: v1alpha1.ProbeFailed, Labels: map[string]string{"api-healthy": "false"}},

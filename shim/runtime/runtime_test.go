@@ -84,7 +84,8 @@ func (f *fakeCRI) PodSandboxStatus(_ context.Context, r *criapi.PodSandboxStatus
 		}
 		return &criapi.PodSandboxStatusResponse{
 			Status: &criapi.PodSandboxStatus{Id: s.Id, Metadata: s.Metadata, State: s.State, CreatedAt: s.CreatedAt,
-				Linux: &criapi.LinuxPodSandboxStatus{Namespaces: &criapi.Namespace{Options: &criapi.NamespaceOption{Network: mode}}}},
+				Network: &criapi.PodSandboxNetworkStatus{Ip: "10.88.0." + s.Id[:1], AdditionalIps: []*criapi.PodIP{{Ip: "fd00::" + s.Id[:1]}}},
+				Linux:   &criapi.LinuxPodSandboxStatus{Namespaces: &criapi.Namespace{Options: &criapi.NamespaceOption{Network: mode}}}},
 			Info: map[string]string{"info": f.info[s.Id]},
 		}, nil
 	}
@@ -204,16 +205,16 @@ func TestPodSandbox(t *testing.T) {
 	if sb.ID != "ready" || !sb.Ready || sb.HostNetwork || sb.NetNSPath != wantPath || sb.Name != "web-0" || sb.Namespace != "default" {
 		t.Fatalf("PodSandbox(u1) = %+v", sb)
 	}
-	if p, host, err := c.PodNetwork(ctx, "u1"); p != wantPath || host || err != nil {
-		t.Fatalf("PodNetwork(u1) = %q %t %v", p, host, err)
+	if p, host, ips, err := c.PodNetwork(ctx, "u1"); p != wantPath || host || fmt.Sprint(ips) != "[10.88.0.r fd00::r]" || err != nil {
+		t.Fatalf("PodNetwork(u1) = %q %t %v %v", p, host, ips, err)
 	}
 
 	sb, err = c.PodSandbox(ctx, "u2")
 	if err != nil || !sb.HostNetwork || sb.NetNSPath != "" {
 		t.Fatalf("PodSandbox(hostNetwork) = %+v, %v", sb, err)
 	}
-	if p, host, err := c.PodNetwork(ctx, "u2"); p != "" || !host || err != nil {
-		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v", p, host, err)
+	if p, host, ips, err := c.PodNetwork(ctx, "u2"); p != "" || !host || len(ips) != 0 || err != nil {
+		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v %v", p, host, ips, err)
 	}
 
 	// Unparsable info: no path, no panic; PodNetwork says not found.
@@ -221,7 +222,7 @@ func TestPodSandbox(t *testing.T) {
 		t.Fatalf("PodSandbox(garbage) = %+v, %v", sb, err)
 	}
 	for _, uid := range []string{"u3", "u4", "nope"} {
-		if _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
+		if _, _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
 			t.Errorf("PodNetwork(%s) = %v, want ErrNotFound", uid, err)
 		}
 	}
