@@ -451,11 +451,17 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 				break
 			}
 		}
-		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 12", unit)
+		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 20", unit)
 		if status != "sandbox check: all passed" {
 			t.Fatalf("the unit's sandbox is wrong (%s):\n%s", status, out)
 		}
 		t.Logf("sandbox checks:\n%s", out)
+		t.Logf("systemd-analyze security %s: %s", unit, n.sh("systemd-analyze security --no-pager %s | tail -n 1", unit))
+		for _, p := range []string{"MemoryHigh", "MemoryMax", "TasksMax", "ProcSubset", "IPAddressDeny"} {
+			if v := n.prop(p); v == "" || v == "infinity" || v == "all" {
+				t.Errorf("%s=%q: the packaged unit should set it", p, v)
+			}
+		}
 	})
 }
 

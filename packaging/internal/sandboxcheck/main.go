@@ -117,12 +117,17 @@ func checks(netns, addr, socket string) []result {
 		{"write-runtime-dir", writeRemove(os.Getenv("RUNTIME_DIRECTORY"))},
 		{"read-config", readable("/etc/probeshim/config.yaml")},
 		{"capabilities", capabilities()},
+		// A timed-out exec's descendants are found through other processes' /proc entries.
+		{"read-proc-pid", readable("/proc/1/task/1/children")},
 		// What it must not be able to do.
 		{"no-write-etc", expectErr(writeRemove("/etc/probeshim"), "writing /etc/probeshim")},
 		{"no-write-usr", expectErr(writeRemove("/usr/bin"), "writing /usr/bin")},
 		{"no-raw-socket", expectErr(rawSocket(), "opening a raw socket")},
 		{"no-mount-namespace", expectErr(unshareMount(), "unshare(CLONE_NEWNS)")},
 		{"no-new-privileges", noNewPrivs()},
+		{"no-proc-beyond-pids", expectErr(readable("/proc/stat"), "reading /proc/stat")},
+		{"no-metadata-address", firewalled("169.254.169.254:80")},
+		{"no-metadata-address-in-pod", inNetns(netns, func() error { return firewalled("169.254.169.254:80") })},
 	}
 }
 
@@ -158,6 +163,40 @@ func dialInNetns(path, addr string) error {
 		errc <- derr
 	}()
 	return <-errc
+}
+
+// inNetns runs f on a thread inside the network namespace at path.
+func inNetns(path string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		ns, err := os.Open(path)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", path, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// firewalled checks that IPAddressDeny= refuses a connection to addr: the kernel's cgroup filter
+// answers EPERM at once, where a missing route would time out or say unreachable.
+func firewalled(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("connected to %s, IPAddressDeny= should refuse it", addr)
+	}
+	if !errors.Is(err, syscall.EPERM) {
+		return fmt.Errorf("dial %s: %v, want EPERM from IPAddressDeny=", addr, err)
+	}
+	return nil
 }
 
 func loopbackUp() error {
