@@ -294,7 +294,7 @@ type job struct {
 const runnerIdle = 200 * time.Millisecond
 
 // LateAfter is how far behind its time a probe may start before it counts
-// as late (prober_probe_start_late_total and a Debug log).
+// as late (probeshim_probes_started_late_total and a Debug log).
 const LateAfter = time.Second
 
 // pool is a bounded set of runner goroutines for one kind of probe. Its
