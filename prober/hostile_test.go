@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -30,9 +33,10 @@ const hostileServerEnv = "PROBESHIM_HOSTILE_SERVER"
 // serveHostileTargets prints "header:P body:P drip:P grpc:P" and serves until
 // stdin closes. The HTTP ones write raw HTTP/1.1 without looking at the
 // request, as an attacker's server would: an 8 MiB response header, a body
-// that never ends, a header dripped a byte every 10 ms. The gRPC one answers
+// that never ends, a header dripped a byte every 100 ms. The gRPC one answers
 // SERVING with 1 MiB of unknown fields and 1 MiB of response headers.
 func serveHostileTargets() {
+	raiseFDLimit()
 	bigHeader := []byte("HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("h", 8<<20) + "\r\nContent-Length: 0\r\n\r\n")
 	chunk := []byte(strings.Repeat("b", 64<<10))
 	handlers := map[string]func(net.Conn){
@@ -51,7 +55,7 @@ func serveHostileTargets() {
 				if _, err := c.Write([]byte("d")); err != nil {
 					return
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond)
 			}
 		},
 	}
@@ -191,5 +195,112 @@ func TestHostileTargetsAreBounded(t *testing.T) {
 				t.Errorf("one probe allocated %d KiB, want at most %d KiB", n>>10, maxProbeAlloc>>10)
 			}
 		})
+	}
+}
+
+// rssMB is this process's resident set.
+func rssMB(t *testing.T) float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// The whole engine under a hostile tenant: a thousand probes a second to
+// servers that answer an 8 MiB header, an endless body or a dripped header
+// (more than the network pool can run at once). The process's memory stays
+// bounded, and another namespace's probe still starts on time: queued probes
+// are taken round-robin between namespaces, not first come first served.
+func TestHostileLoadStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a thousand probes for 8 s")
+	}
+	raiseFDLimit()
+	ports := hostileTargets(t)
+
+	// The victim: a TCP server that notes when each probe connects.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var mu sync.Mutex
+	var hits []time.Time
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			hits = append(hits, time.Now())
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+
+	m, err := NewManager(allRunning{ContainerStatus{ID: "c", Running: true, StartedAt: time.Now().Add(-time.Hour)}},
+		WithLogger(&logrus.Logger{Out: io.Discard, Formatter: new(logrus.TextFormatter), Level: logrus.InfoLevel}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(port string) corev1.Probe {
+		p, _ := strconv.Atoi(port)
+		return corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt(p)}},
+			PeriodSeconds: 1, TimeoutSeconds: 1}
+	}
+	hostile := PodRef{UID: "hostile", Namespace: "hostile", Name: "hostile", IP: "127.0.0.1"}
+	var ds []Desired
+	for kind, n := range map[string]int{"header": 40, "body": 60, "drip": 900} {
+		for i := range n {
+			ds = append(ds, Desired{Key: Key{PodUID: "hostile", Container: kind, Probe: fmt.Sprintf("%s-%d", kind, i)},
+				Pod: hostile, Spec: spec(ports[kind]), ProbeType: "custom"})
+		}
+	}
+	victimPort := ln.Addr().(*net.TCPAddr).Port
+	ds = append(ds, Desired{Key: Key{PodUID: "victim", Container: "app", Probe: "tcp"},
+		Pod:       PodRef{UID: "victim", Namespace: "victim", Name: "victim", IP: "127.0.0.1"},
+		Spec:      corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(victimPort)}}, PeriodSeconds: 1, TimeoutSeconds: 1},
+		ProbeType: "custom"})
+
+	runtime.GC()
+	before := rssMB(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	go func() {
+		for range m.Updates() {
+		}
+	}()
+	m.Sync(ds)
+	peak := before
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, rssMB(t))
+	}
+	cancel()
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	// The first probe of each may wait for jitter of up to a period.
+	var gap time.Duration
+	for i := 2; i < len(hits); i++ {
+		gap = max(gap, hits[i].Sub(hits[i-1]))
+	}
+	t.Logf("RSS %.0f MB before, peak %.0f MB with 1,000 hostile probes; the victim was probed %d times in 8 s, longest gap %v",
+		before, peak, len(hits), gap.Round(time.Millisecond))
+	if peak-before > 100 {
+		t.Errorf("RSS grew by %.0f MB, want at most 100 MB", peak-before)
+	}
+	if len(hits) < 6 || gap > 1500*time.Millisecond {
+		t.Errorf("the victim's 1 s probe ran %d times in 8 s, longest gap %v: not on time", len(hits), gap)
 	}
 }
