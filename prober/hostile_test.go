@@ -290,7 +290,9 @@ func TestHostileLoadStaysBounded(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	// The first probe of each may wait for jitter of up to a period.
+	// The first probe of each may wait for jitter of up to a period. First
+	// come first served, the gaps were 3 s; CPU contention with other tests
+	// may stretch a fair 1 s a little.
 	var gap time.Duration
 	for i := 2; i < len(hits); i++ {
 		gap = max(gap, hits[i].Sub(hits[i-1]))
@@ -300,7 +302,7 @@ func TestHostileLoadStaysBounded(t *testing.T) {
 	if peak-before > 100 {
 		t.Errorf("RSS grew by %.0f MB, want at most 100 MB", peak-before)
 	}
-	if len(hits) < 6 || gap > 1500*time.Millisecond {
+	if len(hits) < 6 || gap > 2*time.Second {
 		t.Errorf("the victim's 1 s probe ran %d times in 8 s, longest gap %v: not on time", len(hits), gap)
 	}
 }
