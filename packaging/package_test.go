@@ -441,6 +441,8 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 		// /run/netns (where containerd's CNI setup puts them) with a server on its loopback.
 		n.sh("mkdir -p /run/netns && touch /run/netns/pod-a && unshare --net=/run/netns/pod-a true")
 		n.sh("systemd-run --quiet --unit=pod-a -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 127.0.0.1:8080")
+		// And a server at the cloud metadata address, which IPAddressDeny= must keep the service from.
+		n.sh("systemd-run --quiet --unit=pod-a-metadata -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 169.254.169.254:80")
 		// The pod's server may need a moment; retry the checks for a while.
 		var status string
 		for deadline := time.Now().Add(15 * time.Second); ; {
