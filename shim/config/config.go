@@ -54,11 +54,12 @@ const (
 	DefaultStatusSocket     = "/run/probeshim/probeshim.sock"
 	DefaultLogLevel         = "info"
 	DefaultCRIProxySocket   = "/run/probeshim/cri.sock"
-	// maxConcurrency is far above what a node needs; past it a typo would
-	// undo the bound.
-	maxConcurrency = 10000
 	defaultContainerdSocket = "" // detected: runtime.DefaultSocket
 )
+
+// maxConcurrency is far above what a node needs; past it a typo would undo
+// the bound of a probe pool.
+const maxConcurrency = 10000
 
 // Config is the node service's configuration. The JSON names are the
 // file's field names.

@@ -55,14 +55,14 @@ func lookupMethod(full string) methodInfo {
 type observed struct {
 	info methodInfo
 
-	mu     sync.Mutex
-	id     string // container or sandbox ID the call is about
-	log    logrus.Fields
+	mu  sync.Mutex
+	id  string // container or sandbox ID the call is about
+	log logrus.Fields
 	// cmdLine is an exec's whole command line, logged only at Debug: its
 	// arguments may hold what the pod's author keeps out of the node's
 	// journal (a password on a command line, a token in a URL).
 	cmdLine string
-	respID string // ID the runtime answered with (RunPodSandbox, CreateContainer)
+	respID  string // ID the runtime answered with (RunPodSandbox, CreateContainer)
 }
 
 // maxCmdLog bounds the command line of an exec in the log.
