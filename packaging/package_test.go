@@ -422,7 +422,8 @@ echo no-systemd-ok`, in(f.deb[0]), in(f.rpm[0]))
 // after the service started, the containerd socket, its state and runtime directories, its config —
 // and denies the rest.
 func testSandbox(t *testing.T, f *fixture) {
-	n := bootNode(t, f, "pkgtest-sandbox", nspawn.Options{})
+	// bpf: systemd in the container attaches IPAddressDeny='s filter with it; nspawn denies it by default.
+	n := bootNode(t, f, "pkgtest-sandbox", nspawn.Options{SystemCallFilter: []string{"bpf"}})
 	step(t, "sandbox of the packaged unit", func() {
 		// Installed without starting it (policy-rc.d says no, deb-systemd-invoke obeys): this test is
 		// about the unit's sandbox, not about the service.
@@ -441,6 +442,8 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 		// /run/netns (where containerd's CNI setup puts them) with a server on its loopback.
 		n.sh("mkdir -p /run/netns && touch /run/netns/pod-a && unshare --net=/run/netns/pod-a true")
 		n.sh("systemd-run --quiet --unit=pod-a -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 127.0.0.1:8080")
+		// And a server at the cloud metadata address, which IPAddressDeny= must keep the service from.
+		n.sh("systemd-run --quiet --unit=pod-a-metadata -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 169.254.169.254:80")
 		// The pod's server may need a moment; retry the checks for a while.
 		var status string
 		for deadline := time.Now().Add(15 * time.Second); ; {
@@ -451,11 +454,18 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 				break
 			}
 		}
-		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 12", unit)
+		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 20", unit)
 		if status != "sandbox check: all passed" {
-			t.Fatalf("the unit's sandbox is wrong (%s):\n%s", status, out)
+			bpf, _ := n.try("journalctl --no-pager -o cat -b | grep -i -e bpf -e firewall | tail -n 5")
+			t.Fatalf("the unit's sandbox is wrong (%s):\n%s\nsystemd on BPF:\n%s", status, out, bpf)
 		}
 		t.Logf("sandbox checks:\n%s", out)
+		t.Logf("systemd-analyze security %s: %s", unit, n.sh("systemd-analyze security --no-pager %s | tail -n 1", unit))
+		for _, p := range []string{"MemoryHigh", "MemoryMax", "TasksMax", "ProcSubset", "IPAddressDeny"} {
+			if v := n.prop(p); v == "" || v == "infinity" || v == "all" {
+				t.Errorf("%s=%q: the packaged unit should set it", p, v)
+			}
+		}
 	})
 }
 

@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		serveBenchTargets()
 		return
 	}
+	if os.Getenv(hostileServerEnv) != "" {
+		serveHostileTargets()
+		return
+	}
 	os.Exit(m.Run())
 }
 

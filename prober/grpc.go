@@ -16,6 +16,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// Caps on what a gRPC target may send: a health answer is a few bytes, and
+// the library defaults (4 MiB messages, 16 MiB of headers) would let one probe
+// cost megabytes of the node service's memory.
+const (
+	maxGRPCMessage = 16 << 10
+	maxGRPCHeaders = 32 << 10
+	grpcBuffer     = 4 << 10 // the defaults are 32 KiB each way per connection
+)
+
 // probeGRPC calls grpc.health.v1.Health/Check on addr through d.
 func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time.Duration) (Result, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -31,6 +40,10 @@ func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time
 		grpc.WithNoProxy(),
 		grpc.WithDisableRetry(),
 		grpc.WithDisableServiceConfig(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)),
+		grpc.WithMaxHeaderListSize(maxGRPCHeaders),
+		grpc.WithReadBufferSize(grpcBuffer),
+		grpc.WithWriteBufferSize(grpcBuffer),
 	)
 	if err != nil {
 		return Failure, fmt.Sprintf("error: failed to connect service at %q: %v", addr, err)

@@ -21,6 +21,11 @@ var probeTLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec
 
 const maxRedirects = 10
 
+// MaxResponseHeader caps the response headers a probe reads, so a target
+// cannot make the node service buffer megabytes (net/http's default is
+// 10 MiB); 32 KiB is what common servers accept in a request's headers.
+const MaxResponseHeader = 32 << 10
+
 // probeHTTP GETs the action's URL on addr through d and maps the answer to
 // a result. A body read error is a probe error, as in the kubelet.
 func probeHTTP(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction, timeout time.Duration) (Result, string, error) {
@@ -66,8 +71,9 @@ func HTTPGet(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction
 		Proxy:              nil, // never the environment's proxy
 		// One small request and a response read to at most 10 KiB: the
 		// default 4 KiB buffers each way are most of a probe's garbage.
-		WriteBufferSize: 1 << 10,
-		ReadBufferSize:  1 << 10,
+		WriteBufferSize:        1 << 10,
+		ReadBufferSize:         1 << 10,
+		MaxResponseHeaderBytes: MaxResponseHeader,
 	}
 	client := &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: sameHostRedirects}
 	res, err := client.Do(req)

@@ -4,6 +4,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -345,13 +347,75 @@ func TestHTTPThroughEngine(t *testing.T) {
 		}
 	}
 	d.Spec = spec(intstr.FromInt32(int32(ht.port)), "192.0.2.1")
-	if r, msg, _ := runOnce(t, h.m, d); r != Failure || !strings.Contains(msg, "is not the pod") {
-		t.Fatalf("foreign host: %v %q", r, msg)
+	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || msg != `probe refused: probe host "192.0.2.1" is not the pod` {
+		t.Fatalf("foreign host: %v %q %v", r, msg, err)
 	}
 	d.Spec = spec(intstr.FromInt32(int32(ht.port)), "127.0.0.1")
 	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Success {
 		t.Fatalf("pod host: %v %q %v", r, msg, err)
 	}
+	d.Spec, d.Pod.IP = spec(intstr.FromInt32(int32(ht.port)), ""), ""
+	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || !strings.Contains(msg, "the pod's IP is not known") {
+		t.Fatalf("no pod IP: %v %q %v", r, msg, err)
+	}
+}
+
+// Where a network probe connects: the pod IP unless the host field names loopback.
+func TestTargetSelection(t *testing.T) {
+	pod := PodRef{IP: "10.1.2.3"}
+	hostNet := PodRef{IP: "192.168.1.5", HostNetwork: true}
+	httpGet := func(host string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: host, Port: intstr.FromInt32(8080)}}
+	}
+	tcp := func(host string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: host, Port: intstr.FromInt32(8080)}}
+	}
+	cases := []struct {
+		name string
+		pod  PodRef
+		h    corev1.ProbeHandler
+		want string // address dialled; "" for refused
+	}{
+		{"httpGet without host: the pod IP, never loopback first", pod, httpGet(""), "10.1.2.3:8080"},
+		{"tcpSocket without host: the pod IP", pod, tcp(""), "10.1.2.3:8080"},
+		{"grpc: the pod IP only", pod, corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090}}, "10.1.2.3:9090"},
+		{"httpGet host 127.0.0.1", pod, httpGet("127.0.0.1"), "127.0.0.1:8080"},
+		{"httpGet host localhost", pod, httpGet("localhost"), "127.0.0.1:8080"},
+		{"tcpSocket host ::1", pod, tcp("::1"), "[::1]:8080"},
+		{"hostNetwork without host: its IP", hostNet, tcp(""), "192.168.1.5:8080"},
+		{"hostNetwork loopback: the node's, refused", hostNet, httpGet("127.0.0.1"), ""},
+		{"hostNetwork localhost: refused", hostNet, tcp("localhost"), ""},
+		{"no pod IP: refused, not loopback", PodRef{}, httpGet(""), ""},
+		{"no pod IP, hostNetwork: refused", PodRef{HostNetwork: true}, tcp(""), ""},
+		{"another host", pod, httpGet("10.1.2.4"), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &recordingDialer{}
+			h := newHarness(t)
+			h.m.network = NetworkFunc(func(PodRef) (Dialer, error) { return d, nil })
+			dd := desired("p", corev1.Probe{TimeoutSeconds: 1, ProbeHandler: tc.h})
+			dd.Pod = tc.pod
+			r, msg, err := runOnce(t, h.m, dd)
+			if tc.want == "" {
+				if err != nil || r != Unknown || !strings.HasPrefix(msg, "probe refused: ") || len(d.dialed) != 0 {
+					t.Errorf("got %v %q %v, dialled %v; want Unknown, refused, nothing dialled", r, msg, err, d.dialed)
+				}
+				return
+			}
+			if fmt.Sprint(d.dialed) != "["+tc.want+"]" {
+				t.Errorf("dialled %v, want [%s] (result %v %q)", d.dialed, tc.want, r, msg)
+			}
+		})
+	}
+}
+
+// recordingDialer records where it is asked to connect and refuses every connection.
+type recordingDialer struct{ dialed []string }
+
+func (d *recordingDialer) DialContext(_ context.Context, _, address string) (net.Conn, error) {
+	d.dialed = append(d.dialed, address)
+	return nil, syscall.ECONNREFUSED
 }
 
 func TestProbeHost(t *testing.T) {
@@ -364,17 +428,21 @@ func TestProbeHost(t *testing.T) {
 		{pod, "", "10.1.2.3"},
 		{pod, "10.1.2.3", "10.1.2.3"},
 		{pod, "127.0.0.1", "127.0.0.1"}, // the pod's own loopback, in its netns
-		{pod, "localhost", "localhost"},
+		{pod, "127.0.0.2", "127.0.0.2"},
+		{pod, "localhost", "127.0.0.1"},
+		{pod, "::1", "::1"},
 		{pod, "10.1.2.4", ""},
 		{pod, "metadata.google.internal", ""},
-		{PodRef{}, "", "127.0.0.1"},
+		{PodRef{}, "", ""}, // no IP: refused, never loopback instead
+		{PodRef{}, "127.0.0.1", "127.0.0.1"},
 		{hostNet, "", "192.168.1.5"},
 		{hostNet, "127.0.0.1", ""}, // the node's loopback
+		{hostNet, "localhost", ""},
 		{PodRef{HostNetwork: true}, "", ""},
 	}
 	for _, tc := range cases {
 		got, err := probeHost(tc.pod, tc.host)
-		if got != tc.want || (err != nil) != (tc.want == "") {
+		if got != tc.want || (err != nil) != (tc.want == "") || (err != nil && !errors.Is(err, ErrRefused)) {
 			t.Errorf("probeHost(%+v, %q) = %q, %v; want %q", tc.pod, tc.host, got, err, tc.want)
 		}
 	}

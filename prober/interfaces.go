@@ -103,9 +103,16 @@ type Dialer interface {
 	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
 
+// ErrRefused marks a network probe the engine or its Network will not dial: a host that is not
+// the pod, a pod without an IP, an IP that is not the pod's own, or the loopback of a
+// hostNetwork pod. Such a probe is Unknown with the reason as its message (never Failure: a
+// forged or incomplete entry must not make anyone restart a container), and nothing is dialled.
+var ErrRefused = errors.New("probe refused")
+
 // Network gives the dialer for a pod, e.g. one that dials inside the pod's
 // network namespace. It is called before every network probe, so it should
-// be cheap. An error is a probe error and is discarded.
+// be cheap. An error wrapping ErrRefused makes the probe Unknown with that
+// message; any other error is a probe error and is discarded.
 type Network interface {
 	DialerFor(pod PodRef) (Dialer, error)
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,13 +38,37 @@ func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { 
 // WithLogger sets the logger. The engine logs only at Debug level.
 func WithLogger(l logrus.FieldLogger) Option { return func(m *Manager) { m.log = l } }
 
+// Default concurrency limits: how many exec probes, and how many network
+// probes, run at once.
+const (
+	DefaultExecConcurrency    = 32
+	DefaultNetworkConcurrency = 256
+)
+
+// WithConcurrency bounds how many exec and network (HTTP, TCP, gRPC) probes
+// run at once; a value below 1 keeps the default. A due probe that finds its
+// pool full waits its turn, taken round-robin between namespaces, and is
+// counted late if it starts more than LateAfter after its time.
+func WithConcurrency(exec, network int) Option {
+	return func(m *Manager) {
+		if exec > 0 {
+			m.execPool.limit = exec
+		}
+		if network > 0 {
+			m.netPool.limit = network
+		}
+	}
+}
+
 // Manager owns one worker per desired probe and schedules them. Its methods
 // are safe for concurrent use.
 //
 // Workers are plain state: one scheduler goroutine keeps them in a heap
 // ordered by their next probe time and hands due ones to a pool of runner
 // goroutines, so an idle worker costs no goroutine stack (about 1 KiB of heap
-// in all).
+// in all). There are two pools, for execs and for network probes, each with
+// a bounded number of runners, so that targets that hang until their timeout
+// cannot make the node service run thousands of probes at once.
 type Manager struct {
 	clock      clock.Clock
 	containers ContainerSource
@@ -62,7 +87,8 @@ type Manager struct {
 	baseCancel context.CancelFunc
 	inflight   sync.WaitGroup
 	wake       chan struct{}
-	jobs       chan job // to idle runners
+	execPool   pool
+	netPool    pool
 
 	mu          sync.Mutex
 	workers     map[Key]*worker
@@ -88,12 +114,17 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 		log:         logrus.StandardLogger(),
 		jitter:      rand.Float64,
 		wake:        make(chan struct{}, 1),
-		jobs:        make(chan job),
+		execPool:    pool{name: "exec", limit: DefaultExecConcurrency},
+		netPool:     pool{name: "network", limit: DefaultNetworkConcurrency},
 		workers:     map[Key]*worker{},
 		byContainer: map[containerRef][]*worker{},
 	}
 	for _, o := range opts {
 		o(m)
+	}
+	for _, p := range []*pool{&m.execPool, &m.netPool} {
+		p.jobs = make(chan job, p.limit)
+		p.queue.byNS = map[string][]job{}
 	}
 	if m.registerer != nil {
 		if err := m.registerer.Register(collector{m}); err != nil {
@@ -248,11 +279,7 @@ func (m *Manager) dispatchDue() time.Duration {
 		w.cancel = cancel
 		m.inflight.Add(1)
 		j := job{ctx: ctx, w: w, sched: w.next, overran: w.overran}
-		select {
-		case m.jobs <- j: // an idle runner takes it
-		default:
-			go m.runner(j)
-		}
+		m.poolFor(w).dispatchLocked(m, j)
 	}
 	return -1
 }
@@ -268,29 +295,134 @@ type job struct {
 // runnerIdle is how long a runner waits for another probe before it exits.
 const runnerIdle = 200 * time.Millisecond
 
-// runner runs probes and stays for more while they keep coming, so that a
-// probe seldom starts on a fresh goroutine whose small stack must grow.
-func (m *Manager) runner(j job) {
-	idle := time.NewTimer(runnerIdle)
-	defer idle.Stop()
-	for {
-		m.runWorker(j)
-		idle.Reset(runnerIdle)
-		select {
-		case j = <-m.jobs:
-		case <-idle.C:
-			return
-		case <-m.baseCtx.Done():
-			return
-		}
+// LateAfter is how far behind its time a probe may start before it counts
+// as late (probeshim_probes_started_late_total and a Debug log).
+const LateAfter = time.Second
+
+// pool is a bounded set of runner goroutines for one kind of probe. Its
+// fields are guarded by Manager.mu, except jobs.
+type pool struct {
+	name  string
+	limit int
+	alive int      // runners, busy or idle
+	idle  int      // idle runners not yet promised a job through jobs
+	jobs  chan job // to idle runners; capacity limit, so a send never blocks
+	queue fairQueue
+	late  atomic.Uint64
+	delay startDelay
+}
+
+func (m *Manager) poolFor(w *worker) *pool {
+	if w.cfg.Load().spec.Exec != nil {
+		return &m.execPool
+	}
+	return &m.netPool
+}
+
+// dispatchLocked hands j to an idle runner, starts a runner if the pool has
+// room, or else queues j until a runner is free.
+func (p *pool) dispatchLocked(m *Manager, j job) {
+	switch {
+	case p.idle > 0:
+		p.idle--
+		p.jobs <- j
+	case p.alive < p.limit:
+		p.alive++
+		go m.runner(p, j)
+	default:
+		p.queue.push(j)
 	}
 }
 
-func (m *Manager) runWorker(j job) {
+// runner runs probes of its pool: queued ones first, then whatever the
+// scheduler hands it, and stays while they keep coming, so that a probe
+// seldom starts on a fresh goroutine whose small stack must grow.
+func (m *Manager) runner(p *pool, j job) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		m.runWorker(p, j)
+		m.mu.Lock()
+		if next, ok := p.queue.pop(); ok {
+			m.mu.Unlock()
+			j = next
+			continue
+		}
+		p.idle++
+		m.mu.Unlock()
+		idle.Reset(runnerIdle)
+		select {
+		case j = <-p.jobs:
+			continue
+		case <-idle.C:
+		case <-m.baseCtx.Done():
+		}
+		// The scheduler may have promised this runner a job just now.
+		m.mu.Lock()
+		select {
+		case j = <-p.jobs:
+			m.mu.Unlock()
+			continue
+		default:
+		}
+		p.idle--
+		p.alive--
+		m.mu.Unlock()
+		return
+	}
+}
+
+// fairQueue holds due probes that wait for a runner: first in, first out
+// within a namespace, round-robin between namespaces, so that one tenant's
+// thousands of slow probes delay another's by one turn, not by all of them.
+type fairQueue struct {
+	byNS  map[string][]job
+	order []string // namespaces with queued jobs, the next to run first
+	n     int
+}
+
+func (q *fairQueue) push(j job) {
+	ns := j.w.pod.namespace
+	if len(q.byNS[ns]) == 0 {
+		q.order = append(q.order, ns)
+	}
+	q.byNS[ns] = append(q.byNS[ns], j)
+	q.n++
+}
+
+func (q *fairQueue) pop() (job, bool) {
+	if len(q.order) == 0 {
+		return job{}, false
+	}
+	ns := q.order[0]
+	q.order = q.order[1:]
+	jobs := q.byNS[ns]
+	j := jobs[0]
+	jobs[0] = job{}
+	if jobs = jobs[1:]; len(jobs) > 0 {
+		q.byNS[ns] = jobs
+		q.order = append(q.order, ns)
+	} else {
+		delete(q.byNS, ns)
+	}
+	q.n--
+	return j, true
+}
+
+func (m *Manager) runWorker(p *pool, j job) {
 	defer m.inflight.Done()
 	w := j.w
+	late := m.clock.Since(j.sched)
+	p.delay.observe(late)
+	if late > LateAfter {
+		p.late.Add(1)
+		if m.debug() {
+			w.logger().WithFields(logrus.Fields{"pool": p.name, "late": late.Round(time.Millisecond)}).
+				Debug("probe started late: its pool of runners was busy or the node overloaded")
+		}
+	}
 	if m.onStart != nil {
-		m.onStart(m.clock.Since(j.sched), j.overran)
+		m.onStart(late, j.overran)
 	}
 	w.doProbe(j.ctx)
 

@@ -31,6 +31,49 @@ var (
 
 const numBuckets = 11
 
+var (
+	startDelayDesc = prometheus.NewDesc("probeshim_probe_start_delay_seconds",
+		"How long after its scheduled time a probe started, by pool (exec or network).",
+		[]string{"pool"}, nil)
+	startedLateDesc = prometheus.NewDesc("probeshim_probes_started_late_total",
+		"Probes that started more than 1 s after their scheduled time, by pool: its runners were all busy, or the node was overloaded.",
+		[]string{"pool"}, nil)
+	queuedDesc = prometheus.NewDesc("probeshim_probes_queued",
+		"Due probes waiting for a free runner of their pool.",
+		[]string{"pool"}, nil)
+	delayBuckets = [numDelayBuckets]float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+)
+
+const numDelayBuckets = 10
+
+// startDelay is a histogram of probe start delays, observed by any runner.
+type startDelay struct {
+	buckets [numDelayBuckets + 1]atomic.Uint64
+	sumBits atomic.Uint64
+}
+
+func (s *startDelay) observe(d time.Duration) {
+	sec := max(d.Seconds(), 0)
+	s.buckets[sort.SearchFloat64s(delayBuckets[:], sec)].Add(1)
+	for {
+		old := s.sumBits.Load()
+		if s.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+sec)) {
+			return
+		}
+	}
+}
+
+func (s *startDelay) metric(pool string) prometheus.Metric {
+	cum := make(map[float64]uint64, numDelayBuckets)
+	var n uint64
+	for i, ub := range delayBuckets {
+		n += s.buckets[i].Load()
+		cum[ub] = n
+	}
+	n += s.buckets[numDelayBuckets].Load()
+	return prometheus.MustNewConstHistogram(startDelayDesc, n, math.Float64frombits(s.sumBits.Load()), cum, pool)
+}
+
 // probeStats are one worker's counts. The engine keeps them in the worker and
 // builds the series only when scraped: client_golang children cost kilobytes
 // per worker, these 128 bytes.
@@ -66,6 +109,9 @@ type collector struct{ m *Manager }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- probeTotalDesc
 	ch <- probeDurationDesc
+	ch <- startDelayDesc
+	ch <- startedLateDesc
+	ch <- queuedDesc
 }
 
 type totalKey struct {
@@ -86,7 +132,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.m.workers {
 		ws = append(ws, w)
 	}
+	pools := []*pool{&c.m.execPool, &c.m.netPool}
+	queued := []int{c.m.execPool.queue.n, c.m.netPool.queue.n}
 	c.m.mu.Unlock()
+	for i, p := range pools {
+		ch <- p.delay.metric(p.name)
+		ch <- prometheus.MustNewConstMetric(startedLateDesc, prometheus.CounterValue, float64(p.late.Load()), p.name)
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued[i]), p.name)
+	}
 
 	totals := map[totalKey]uint64{}
 	durs := map[durKey]*durAgg{}

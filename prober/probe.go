@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -50,10 +51,16 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 	case h.GRPC != nil:
 		addr, err = Address(cfg.pod, "", intstr.FromInt32(h.GRPC.Port), nil)
 	}
+	if errors.Is(err, ErrRefused) {
+		return Unknown, err.Error(), nil // nothing is dialled: nothing is known of the pod's health
+	}
 	if err != nil {
 		return Failure, err.Error(), nil
 	}
 	d, err := m.network.DialerFor(cfg.pod)
+	if errors.Is(err, ErrRefused) {
+		return Unknown, err.Error(), nil
+	}
 	if err != nil {
 		return Unknown, "", fmt.Errorf("no dialer for pod: %w", err)
 	}
@@ -99,27 +106,37 @@ func Address(pod PodRef, host string, port intstr.IntOrString, ports map[string]
 	return net.JoinHostPort(h, strconv.Itoa(p)), nil
 }
 
-// probeHost returns where a network probe connects: the pod. A host field
-// naming anything else is refused here too, not only by admission, so a
-// NodePodProbe written directly cannot point probes at other machines.
-// Loopback is the pod itself inside its own network namespace, but the node
-// for a hostNetwork pod.
+// probeHost returns where a network probe connects, the kubelet's way: the pod IP. Only a host
+// field that names loopback (127.0.0.1, ::1, localhost) makes it the pod's own loopback, which
+// the Network dials inside the pod's network namespace; a hostNetwork pod's loopback is the
+// node's, so it is refused. Any other host, or a pod without an IP, is refused here too, not
+// only by admission, so a NodePodProbe written directly cannot point probes elsewhere.
 func probeHost(pod PodRef, host string) (string, error) {
-	if host == "" || host == pod.IP {
-		if pod.IP != "" {
-			return pod.IP, nil
-		}
+	if loopback, ok := loopbackOf(host); ok {
 		if pod.HostNetwork {
-			return "", errors.New("pod IP is not known yet")
+			return "", fmt.Errorf("%w: probe host %q: the loopback of a hostNetwork pod is the node's", ErrRefused, host)
 		}
-		return "127.0.0.1", nil
+		return loopback, nil
 	}
-	if !pod.HostNetwork {
-		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
-			return host, nil
-		}
+	if pod.IP == "" {
+		return "", fmt.Errorf("%w: the pod's IP is not known; a network probe goes only to the pod's own address", ErrRefused)
 	}
-	return "", fmt.Errorf("probe host %q is not the pod", host)
+	if host == "" || host == pod.IP {
+		return pod.IP, nil
+	}
+	return "", fmt.Errorf("%w: probe host %q is not the pod", ErrRefused, host)
+}
+
+// loopbackOf returns the loopback address host names, if it names one.
+func loopbackOf(host string) (string, bool) {
+	if strings.EqualFold(host, "localhost") {
+		return "127.0.0.1", true
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil || addr.Zone() != "" || !addr.Unmap().IsLoopback() {
+		return "", false
+	}
+	return addr.Unmap().String(), true
 }
 
 func resolvePort(p intstr.IntOrString, named map[string]int32) (int, error) {

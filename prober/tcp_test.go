@@ -4,6 +4,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -84,8 +85,21 @@ func TestTCPThroughEngine(t *testing.T) {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
 	d.Spec.TCPSocket.Host = "8.8.8.8"
-	if r, msg, _ := runOnce(t, h.m, d); r != Failure || !strings.Contains(msg, "is not the pod") {
+	if r, msg, _ := runOnce(t, h.m, d); r != Unknown || !strings.Contains(msg, "is not the pod") {
 		t.Fatalf("foreign host: %v %q", r, msg)
+	}
+}
+
+// A Network that refuses a pod (an IP that is not the pod's) makes the probe Unknown with its
+// reason, published, instead of a discarded probe error.
+func TestRefusedByNetwork(t *testing.T) {
+	refuse := NetworkFunc(func(PodRef) (Dialer, error) {
+		return nil, fmt.Errorf("%w: IP 10.0.0.9 is not the pod's", ErrRefused)
+	})
+	h := newHarness(t, WithNetwork(refuse))
+	d := desired("p", corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}})
+	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || msg != "probe refused: IP 10.0.0.9 is not the pod's" {
+		t.Fatalf("got %v %q %v", r, msg, err)
 	}
 }
 

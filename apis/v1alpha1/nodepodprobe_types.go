@@ -30,8 +30,10 @@ type PodProbe struct {
 	// +kubebuilder:validation:MinLength=1
 	UID string `json:"uid"`
 
-	// IP of the pod. A probe's Host header may name it; probes are always dialled inside the pod's
-	// own network namespace whatever it says.
+	// IP of the pod, where its network probes go (a probe whose host names loopback goes to the
+	// pod's own loopback instead, inside its network namespace). The node service refuses the
+	// network probes of an entry without an IP, or whose IP is not the pod's own as the container
+	// runtime reports it. A probe's Host header may name it.
 	IP string `json:"IP"`
 
 	// Probes of the pod, unique by name.

@@ -16,7 +16,8 @@ import (
 
 // ConfigMapName is the ConfigMap, in the deployment's namespace, that holds the decider's
 // configuration under ConfigKey. It is read at run time: edits apply within seconds, without a
-// restart. A missing ConfigMap means the defaults (DefaultConfig).
+// restart. A ConfigMap missing at start means the defaults (DefaultConfig); one deleted after it
+// was read holds every restart until it is back (deleting it never switches restarts back on).
 const (
 	ConfigMapName = "probeshim-liveness-decider"
 	ConfigKey     = "config.yaml"

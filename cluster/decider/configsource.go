@@ -4,6 +4,7 @@ package decider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -22,6 +23,10 @@ import (
 // EventReasonConfigInvalid on the ConfigMap: it does not parse, and every restart is held until
 // it does.
 const EventReasonConfigInvalid = "InvalidConfig"
+
+// errConfigGone holds every restart once the ConfigMap (or its document) that was read is gone.
+var errConfigGone = errors.New("the ConfigMap " + ConfigMapName + " (or its " + ConfigKey +
+	") was deleted after it was read; restore it to decide restarts again")
 
 // configSource keeps the decider's settings in step with its ConfigMap. It watches that one
 // object through a cache of its own, limited to the deployment's namespace and the ConfigMap's
@@ -126,9 +131,14 @@ func (c *configSource) load(ctx context.Context) {
 		return
 	}
 	first := !c.loaded
+	gone := c.loaded && c.raw != nil && raw == nil
 	c.loaded, c.raw = true, raw
 	var parseErr error
-	if raw == nil {
+	if gone {
+		// Deleted after it was read: whoever deleted it did not mean "the defaults" (which may
+		// switch restarts back on that the ConfigMap switched off). Hold until it is back.
+		c.err, parseErr = errConfigGone, errConfigGone
+	} else if raw == nil {
 		c.settings, c.err = DefaultSettings(), nil
 	} else if s, err := ParseConfig(*raw); err != nil {
 		c.err, parseErr = err, err // the last valid settings stay for everything but restarts
@@ -138,7 +148,10 @@ func (c *configSource) load(ctx context.Context) {
 	s := c.settings
 	c.mu.Unlock()
 
-	if parseErr != nil {
+	if gone {
+		shared.configValid.Set(0)
+		logger.Error(parseErr, "holding every liveness restart until the configuration is back")
+	} else if parseErr != nil {
 		shared.configValid.Set(0)
 		logger.Error(parseErr, "invalid configuration: holding every liveness restart until it is fixed")
 		c.recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonConfigInvalid, "Configure",

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
 
 // ControllerName names the decider in logs, events and LabelCreatedBy.
@@ -199,7 +200,22 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	created := map[types.UID]*v1alpha1.ContainerRecreateRequest{}
 	for i := range decisions {
 		dec := &decisions[i]
-		if dec.Outcome == Restart {
+		switch {
+		case dec.Resume && dec.Outcome == Restart:
+			crr, err := d.resume(ctx, byUID[dec.Pod.UID], dec, settings, now)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			created[dec.Pod.UID] = crr
+		case dec.Resume:
+			// Held (or dry run): the recorded restart never happened; forget it, so the
+			// failure is decided anew, with every check, once what holds it lets go.
+			if err := d.release(ctx, byUID[dec.Pod.UID], dec); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		case dec.Outcome == Restart:
 			crr, err := d.restart(ctx, byUID[dec.Pod.UID], dec, settings, now)
 			if err != nil {
 				errs = append(errs, err)
@@ -254,7 +270,7 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	}
 	pod = pod.DeepCopy() // the reconcile may write to this one
 	if rec.Request != "" {
-		if rec, active, err = d.followUp(ctx, pod, rec, active, now); err != nil {
+		if rec, active, v.Unstarted, err = d.followUp(ctx, pod, rec, active, now); err != nil {
 			return v, pod, err
 		}
 	}
@@ -385,9 +401,14 @@ func finished(crr *v1alpha1.ContainerRecreateRequest) bool {
 	return crr.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted || crr.Status.CompletionTime != nil
 }
 
-// followUp settles the request in pod's record: still running, never created (create it now),
-// or finished (note which containers it did not restart, then delete it).
-func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, active bool, now time.Time) (Record, bool, error) {
+// followUp settles the request in pod's record: still running, never created (its failures come
+// back as unstarted, for Decide to check like any new restart), or finished (note which
+// containers it did not restart, then delete it).
+//
+// Only the cluster deployment can write the record (the probeshim-pod-records admission policy),
+// and even so nothing in it is created without Decide's checks: the switches, opt-outs,
+// blacklist, breaker, budget and rate limit as they are now.
+func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, active bool, now time.Time) (Record, bool, []Failure, error) {
 	logger := log.FromContext(ctx).WithValues("pod", klog.KObj(pod), "crr", rec.Request)
 	crr := &v1alpha1.ContainerRecreateRequest{}
 	err := d.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, crr)
@@ -399,10 +420,10 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 		// record may send us on.
 		live := &corev1.Pod{}
 		if err := d.live.Get(ctx, client.ObjectKeyFromObject(pod), live); err != nil {
-			return rec, active, client.IgnoreNotFound(err)
+			return rec, active, nil, client.IgnoreNotFound(err)
 		}
 		if liveRec, _ := ParseRecord(live.Annotations); liveRec.Request != rec.Request {
-			return liveRec, active, nil
+			return liveRec, active, nil, nil
 		}
 		var failing []Failure
 		for c, cr := range rec.Containers {
@@ -412,19 +433,27 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 		}
 		slices.SortFunc(failing, func(a, b Failure) int { return strings.Compare(a.Container, b.Container) })
 		if len(failing) > 0 {
-			s, _, _ := d.config.current()
-			_, err := d.createRequest(ctx, pod, rec.Request, failing, s)
-			return rec, true, err
+			// The request cache may lag behind a create a moment ago: only a request the API
+			// server does not have is unstarted (a held one is dropped from the record, which
+			// must never forget a request that exists).
+			err := d.live.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, &v1alpha1.ContainerRecreateRequest{})
+			if err == nil {
+				return rec, true, nil, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return rec, active, nil, err
+			}
+			return rec, active, failing, nil
 		}
 		fallthrough
 	case apierrors.IsNotFound(err):
 		logger.Info("the restart request is gone; taking it as finished")
 		rec = rec.finished(nil)
-		return rec, active, d.patchRecord(ctx, pod, rec)
+		return rec, active, nil, d.patchRecord(ctx, pod, rec)
 	case err != nil:
-		return rec, active, err
+		return rec, active, nil, err
 	case !finished(crr):
-		return rec, true, nil
+		return rec, true, nil, nil
 	}
 	var notRestarted []string
 	for _, st := range crr.Status.ContainerRecreateStates {
@@ -434,7 +463,7 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 	}
 	rec = rec.finished(notRestarted)
 	if err := d.patchRecord(ctx, pod, rec); err != nil {
-		return rec, active, err
+		return rec, active, nil, err
 	}
 	if len(notRestarted) > 0 {
 		d.recorder.Eventf(pod, crr, corev1.EventTypeWarning, EventReasonRestartFailed, "Restart",
@@ -445,10 +474,39 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 	if crr.Labels[LabelCreatedBy] == ControllerName {
 		err := d.client.Delete(ctx, crr, client.Preconditions{UID: &crr.UID})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return rec, active, fmt.Errorf("deleting the finished ContainerRecreateRequest %s: %w", crr.Name, err)
+			return rec, active, nil, fmt.Errorf("deleting the finished ContainerRecreateRequest %s: %w", crr.Name, err)
 		}
 	}
-	return rec, active, nil
+	return rec, active, nil, nil
+}
+
+// resume creates the request a decision recorded but never created, under its recorded name,
+// once Decide let it through again.
+func (d *decider) resume(ctx context.Context, pod *corev1.Pod, dec *Decision, s *Settings, now time.Time) (*v1alpha1.ContainerRecreateRequest, error) {
+	name := dec.Pod.Record.Request
+	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range dec.Failing {
+		if !f.Since.IsZero() {
+			d.metrics.reaction.Observe(now.Sub(f.Since).Seconds())
+		}
+	}
+	dec.Message = fmt.Sprintf("%s; ContainerRecreateRequest %s", dec.Message, name)
+	return crr, nil
+}
+
+// release forgets a recorded restart that was never created and is held now: the request is
+// dropped from the record and its failures are forgotten, so they are decided again.
+func (d *decider) release(ctx context.Context, pod *corev1.Pod, dec *Decision) error {
+	containers := make([]string, len(dec.Failing))
+	for i, f := range dec.Failing {
+		containers[i] = f.Container
+	}
+	log.FromContext(ctx).Info("a recorded restart that was never created is held; forgetting it",
+		"pod", klog.KObj(pod), "crr", dec.Pod.Record.Request, "outcome", dec.Outcome, "reason", dec.Reason)
+	return d.patchRecord(ctx, pod, dec.Pod.Record.finished(containers))
 }
 
 // restart records the decision on the pod, then creates the request. The record comes first
@@ -549,6 +607,9 @@ func grace(pod *corev1.Pod, failing []Failure) *int64 {
 	}
 	if g == nil && pod.Spec.TerminationGracePeriodSeconds != nil {
 		g = ptr.To(*pod.Spec.TerminationGracePeriodSeconds)
+	}
+	if g != nil && *g > validation.MaxDurationSeconds {
+		g = ptr.To(validation.MaxDurationSeconds) // what a request may say; the pod may say more
 	}
 	return g
 }

@@ -472,22 +472,23 @@ func TestSwitchesHold(t *testing.T) {
 }
 
 // The decider stopped after recording a decision and before creating its request: the next
-// look at the pod creates it, under the recorded name.
+// look at the pod creates it, under the recorded name, once the checks let it through. When one
+// holds it then (here: the cluster-wide rate limit, drained by the tests before), the recorded
+// restart is dropped and the failure decided anew: still exactly one request.
 func TestRecordedButNotCreated(t *testing.T) {
 	f := newFixture(t)
 	since := time.Now().Truncate(time.Second)
 	name := "lost-0-liveness-recorded"
-	pods := f.deployment("lost", 4, func(p *corev1.Pod) {
-		if strings.HasSuffix(p.Name, "-0") {
-			decided := metav1.NewMicroTime(time.Now())
-			rec := Record{Request: name, Requested: &decided,
-				Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1, LastRestart: decided}}}
-			p.Annotations[AnnotationRestarts] = rec.format()
-		}
-	})
+	pods := f.deployment("lost", 4, nil)
+	f.recordUnstarted(pods[0], name, since)
 	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[0])
-	if crr := f.waitRequests(1)[0]; crr.Name != name {
-		t.Fatalf("created %s, want the recorded %s", crr.Name, name)
+	crr := f.waitRequests(1)[0]
+	if crr.Spec.PodName != pods[0].Name {
+		t.Fatalf("restarted %s, want %s", crr.Spec.PodName, pods[0].Name)
+	}
+	if crr.Name != name {
+		f.waitEvent(pods[0], EventReasonHeld, "") // what held the recorded one
+		t.Logf("the recorded restart was held, then decided anew as %s", crr.Name)
 	}
 	testenv.Consistently(t, time.Second, func() error {
 		if n := len(f.requests()); n != 1 {
@@ -495,6 +496,19 @@ func TestRecordedButNotCreated(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// recordUnstarted writes a record on pod, as the decider does, of a restart of container app at
+// failure since under request name, decided now and never created.
+func (f *fixture) recordUnstarted(pod *corev1.Pod, name string, since time.Time) {
+	f.t.Helper()
+	decided := metav1.NewMicroTime(time.Now())
+	rec := Record{Request: name, Requested: &decided,
+		Containers: map[string]ContainerRecord{"app": {Failure: metav1.NewTime(since), Restarts: 1, LastRestart: decided}}}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationRestarts, rec.format())
+	if err := env.Client.Patch(context.Background(), pod.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // A request that could not restart the container: the failure is decided again, after the
@@ -553,5 +567,64 @@ func TestConfigAppliesAtRunTime(t *testing.T) {
 	f.waitEvent(pods[3], EventReasonHeld, string(ReasonBlacklisted))
 
 	setDoc("enabled: true")
+	f.waitRequests(1)
+}
+
+// A record naming a request the decider never created (as a forged one would, or one written just
+// before the pod's switch was turned on) creates nothing while a protection holds: the follow-up
+// passes the same checks as any restart, and the held restart is dropped from the record.
+func TestRecordedRestartPassesTheChecks(t *testing.T) {
+	f := newFixture(t)
+	since := time.Now().Truncate(time.Second)
+	pods := f.deployment("forged", 4, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-0") {
+			p.Annotations[AnnotationRestartDisabled] = "true"
+		}
+	})
+	f.recordUnstarted(pods[0], "forged-0-liveness-recorded", since)
+	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, string(ReasonPodOptedOut))
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if r := f.record(pods[0]); r.Request != "" {
+			return fmt.Errorf("record still names request %s", r.Request)
+		}
+		return nil
+	})
+	testenv.Consistently(t, 1500*time.Millisecond, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests despite the pod's switch", n)
+		}
+		return nil
+	})
+}
+
+// Deleting the ConfigMap after it was read holds every restart (it never falls back to the
+// defaults, which would switch restarts back on); restoring it lets them go ahead.
+func TestConfigMapDeletedHoldsRestarts(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	const doc = "backoff: {initial: 1s, max: 4s}"
+	restore := func() {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configNamespace},
+			Data: map[string]string{ConfigKey: doc}}
+		if err := env.Client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(restore)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: configNamespace}}
+	if err := env.Client.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	pods := f.deployment("nocfg", 4, nil)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[1])
+	f.waitEvent(pods[1], EventReasonHeld, "was deleted after it was read")
+	testenv.Consistently(t, time.Second, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests without a configuration", n)
+		}
+		return nil
+	})
+	restore()
 	f.waitRequests(1)
 }

@@ -42,6 +42,10 @@ type Pod struct {
 	Containers map[string]Instance
 	// Record is what the decider did to the pod before (from AnnotationRestarts).
 	Record Record
+	// Unstarted are the failures of the restart Record.Request, which the decider recorded but
+	// never created (it stopped in between). Creating it now is a new restart like any other, so
+	// it passes the same checks; only the observation and the backoff are behind it already.
+	Unstarted []Failure
 }
 
 // Failure is a container's liveness state Failed since Since (the state's lastTransitionTime).
@@ -150,6 +154,8 @@ type Decision struct {
 	// RetryAfter, when positive, is when the held restart is worth deciding again without any
 	// other change (backoff, rate limit).
 	RetryAfter time.Duration
+	// Resume: the decision is about Pod.Unstarted, a restart recorded under Pod.Record.Request.
+	Resume bool
 }
 
 // Breaker is the state of a workload's circuit breaker.
@@ -183,7 +189,11 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 	fresh := map[types.UID][]Failure{}
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		if f := p.newFailures(); len(f) > 0 {
+		f := p.Unstarted
+		if len(f) == 0 {
+			f = p.newFailures()
+		}
+		if len(f) > 0 {
 			candidates = append(candidates, p)
 			fresh[p.UID] = f
 		}
@@ -194,8 +204,8 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 
 	var out []Decision
 	for _, p := range candidates {
-		d := Decision{Pod: p, Failing: fresh[p.UID]}
-		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, breaker, unavailable, tokens)
+		d := Decision{Pod: p, Failing: fresh[p.UID], Resume: len(p.Unstarted) > 0}
+		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, d.Resume, breaker, unavailable, tokens)
 		if d.Outcome != Held {
 			unavailable[p.UID] = true
 		}
@@ -255,7 +265,7 @@ func (p *Pod) stale(f Failure) (Reason, string) {
 	return "", ""
 }
 
-func decideOne(in Input, p *Pod, failing []Failure, breaker Breaker, unavailable map[types.UID]bool, tokens Tokens) (Outcome, Reason, string, time.Duration) {
+func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker, unavailable map[types.UID]bool, tokens Tokens) (Outcome, Reason, string, time.Duration) {
 	s := in.Settings
 	held := func(r Reason, format string, args ...any) (Outcome, Reason, string, time.Duration) {
 		return Held, r, fmt.Sprintf(format, args...), 0
@@ -277,14 +287,16 @@ func decideOne(in Input, p *Pod, failing []Failure, breaker Breaker, unavailable
 		return held(ReasonCircuitBreakerOpen, "circuit breaker open for %s: %d of its %d pods fail liveness at once (opens above %s), so the cause is likely shared and restarts would not cure it",
 			in.Workload, breaker.Failing, breaker.Total, s.FailingShare.String())
 	}
-	if wait := observeLeft(in.Now, s, failing); wait > 0 {
+	// A resumed restart was observed before it was recorded, and its record already counts it
+	// for the backoff; everything else is checked again.
+	if wait := observeLeft(in.Now, s, failing); wait > 0 && !resume {
 		return Held, ReasonObserving, fmt.Sprintf("watching the failure %s longer before acting, in case other pods of %s fail with it (%d of %d do now)",
 			wait.Round(time.Millisecond), in.Workload, breaker.Failing, breaker.Total), wait
 	}
 	if p.Recreating {
 		return held(ReasonRecreateInProgress, "a ContainerRecreateRequest for the pod is still active")
 	}
-	if wait, restarts := backoffLeft(in.Now, s, p.Record, failing); wait > 0 {
+	if wait, restarts := backoffLeft(in.Now, s, p.Record, failing); wait > 0 && !resume {
 		return Held, ReasonBackoff, fmt.Sprintf("back-off %s restarting container %s (restarted %d times)",
 			wait.Round(time.Second), failing[0].Container, restarts), wait
 	}

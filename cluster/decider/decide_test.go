@@ -309,6 +309,57 @@ func TestDecide(t *testing.T) {
 
 func with2(in Input, edit func(*Input)) Input { edit(&in); return in }
 
+// A restart recorded but never created (Pod.Unstarted) is a restart like any other: every switch,
+// opt-out and protection holds it; only the observation and the backoff it passed before
+// recording do not apply again.
+func TestDecideUnstarted(t *testing.T) {
+	def := settings(nil)
+	// The record of the decision that was never carried out: the failure acted on, counted for
+	// the backoff, the request named.
+	unstarted := func(p Pod) Pod {
+		decided := metav1.NewMicroTime(t0.Add(59 * time.Second))
+		p.Record = Record{Request: "web-0-liveness-x", Requested: &decided, Containers: map[string]ContainerRecord{"app": {
+			Failure: metav1.Time{Time: p.Failing[0].Since}, Restarts: 2, LastRestart: decided}}}
+		p.Failing[0].Seen, p.Failing[0].Period = t0.Add(59*time.Second), time.Minute // still "young"
+		p.Unstarted = []Failure{{Container: "app", Since: p.Failing[0].Since}}
+		return p
+	}
+	pods := func() []Pod { return append([]Pod{unstarted(failing("web-0", 0))}, six(0)[1:]...) }
+	for _, tt := range []struct {
+		name   string
+		in     Input
+		tokens *fakeTokens
+		want   string
+	}{
+		{name: "checks pass: resumed despite backoff and window", in: input(def, pods()...), want: "web-0:restart/LivenessFailed"},
+		{name: "global switch off", in: input(settings(func(c *Config) { c.Enabled = new(bool) }), pods()...), want: "web-0:held/Disabled"},
+		{name: "dry run", in: input(settings(func(c *Config) { c.DryRun = true }), pods()...), want: "web-0:dry_run/LivenessFailed"},
+		{name: "config invalid", in: with2(input(def, pods()...), func(in *Input) { in.ConfigErr = errConfigGone }), want: "web-0:held/ConfigInvalid"},
+		{name: "namespace opted out", in: with2(input(def, pods()...), func(in *Input) { in.NamespaceOptedOut = true }), want: "web-0:held/NamespaceOptedOut"},
+		{name: "pod opted out", in: input(def, append([]Pod{with(unstarted(failing("web-0", 0)), func(p *Pod) { p.OptedOut = true })}, six(0)[1:]...)...),
+			want: "web-0:held/PodOptedOut"},
+		{name: "blacklisted", in: input(settings(func(c *Config) { c.Blacklist = Blacklist{Selectors: []string{"app=web"}} }), pods()...),
+			want: "web-0:held/Blacklisted"},
+		{name: "budget used by another pod", in: input(def, append([]Pod{unstarted(failing("web-0", 0)),
+			with(healthy("web-1"), func(p *Pod) { p.Ready = false })}, six(0)[2:]...)...), want: "web-0:held/MaxUnavailable"},
+		{name: "rate limited", in: input(def, pods()...), tokens: &fakeTokens{wait: time.Second}, want: "web-0:held/RateLimited"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tokens := tt.tokens
+			if tokens == nil {
+				tokens = plenty()
+			}
+			ds, _ := Decide(tt.in, tokens)
+			if got := summary(ds); got != tt.want {
+				t.Errorf("decisions:\n got %s\nwant %s", got, tt.want)
+			}
+			if len(ds) != 1 || !ds[0].Resume {
+				t.Errorf("want one decision resuming the recorded request, got %+v", ds)
+			}
+		})
+	}
+}
+
 // The messages are what a person reads in kubectl describe pod: they name the cause and the
 // number behind it.
 func TestDecideMessages(t *testing.T) {

@@ -37,7 +37,7 @@ func newMetrics(tokens func() float64) *metrics {
 			}),
 			configValid: prometheus.NewGauge(prometheus.GaugeOpts{
 				Name: "probeshim_decider_config_valid",
-				Help: "1 when the decider's ConfigMap parses (or is absent), 0 while it is invalid and every restart is held.",
+				Help: "1 when the decider's ConfigMap parses (or was absent at start), 0 while it is invalid or was deleted after it was read, and every restart is held.",
 			}),
 			reaction: prometheus.NewHistogram(prometheus.HistogramOpts{
 				Name:    "probeshim_decider_reaction_seconds",

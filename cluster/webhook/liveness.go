@@ -37,12 +37,17 @@ const annotationMirrorPod = corev1.MirrorPodAnnotationKey
 // admitted unchanged; a probe added by a later mutating webhook (reinvocation) is merged into the
 // existing annotation. A probe probeshim cannot run as a liveness probe is rejected, never dropped:
 // silently dropping it would leave the container without any liveness check.
-type LivenessMutator struct{}
+//
+// A moved probe that names the pod's loopback (host 127.0.0.1 or localhost) needs the requesting
+// user's pods/portforward right, checked through Reviewer (see checkLoopbackLiveness).
+type LivenessMutator struct {
+	Reviewer AccessReviewer
+}
 
 var _ admission.Handler = LivenessMutator{}
 
 // Handle implements admission.Handler.
-func (LivenessMutator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create {
 		return admission.Allowed("")
 	}
@@ -63,6 +68,9 @@ func (LivenessMutator) Handle(_ context.Context, req admission.Request) admissio
 	}
 	if len(moved) == 0 {
 		return admission.Allowed("") // nothing to move, nothing to record
+	}
+	if resp := checkLoopbackLiveness(ctx, m.Reviewer, req, moved); resp != nil {
+		return *resp
 	}
 	value, err := v1alpha1.FormatContainerProbeContext(probes)
 	if err != nil {

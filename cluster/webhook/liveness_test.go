@@ -214,3 +214,34 @@ func applyPatch(t *testing.T, doc, patch string) string {
 	}
 	return string(out)
 }
+
+// An enhanced-liveness probe naming the pod's loopback needs the creator's pods/portforward.
+func TestLivenessMutatorLoopbackNeedsPortForward(t *testing.T) {
+	const pod = `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}},
+		"spec":{"containers":[{"name":"main","image":"busybox","livenessProbe":{"httpGet":{"host":"127.0.0.1","port":9000}}}]}}`
+	const podIP = `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}},
+		"spec":{"containers":[{"name":"main","image":"busybox","livenessProbe":{"httpGet":{"port":9000}}}]}}`
+	req := func(p string) admission.Request {
+		r := podRequest(t, admissionv1.Create, p)
+		r.UserInfo.Username = "alice"
+		return r
+	}
+
+	r := &fakeReviewer{}
+	resp := LivenessMutator{Reviewer: r}.Handle(context.Background(), req(pod))
+	if resp.Allowed || resp.Result.Code != 403 || !strings.Contains(resp.Result.Message, "user alice may not create pods/portforward in namespace games") ||
+		!strings.Contains(resp.Result.Message, "spec.containers[0].livenessProbe.httpGet.host") {
+		t.Errorf("without pods/portforward: %+v", resp.Result)
+	}
+	if len(r.got) != 1 || r.got[0].ResourceAttributes.Subresource != "portforward" {
+		t.Errorf("reviews %+v", r.got)
+	}
+
+	if resp := (LivenessMutator{Reviewer: &fakeReviewer{allowed: true}}).Handle(context.Background(), req(pod)); !resp.Allowed {
+		t.Errorf("with pods/portforward: %+v", resp.Result)
+	}
+	r = &fakeReviewer{}
+	if resp := (LivenessMutator{Reviewer: r}).Handle(context.Background(), req(podIP)); !resp.Allowed || len(r.got) != 0 {
+		t.Errorf("a probe of the pod IP needs no review: %+v, %d reviews", resp.Result, len(r.got))
+	}
+}

@@ -29,8 +29,9 @@ type AccessReviewer interface {
 // PodProbeMarkerValidator admits PodProbeMarkers that pass the shared validation and keep their
 // selector. An exec probe runs a command inside every selected container, which is what
 // `create pods/exec` guards, so a marker that adds or changes an exec probe is admitted only when
-// the requesting user may create pods/exec in the marker's namespace. Otherwise a marker would be
-// a way around RBAC.
+// the requesting user may create pods/exec in the marker's namespace. Likewise a network probe
+// whose host names the pod's loopback reaches what only `create pods/portforward` reaches, so a
+// marker that adds or changes one needs that right. Otherwise a marker would be a way around RBAC.
 type PodProbeMarkerValidator struct {
 	Reviewer AccessReviewer
 }
@@ -63,29 +64,60 @@ func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Requ
 
 	// Only new or changed exec probes need the check, so the controllers' own updates (finalizers,
 	// metadata) and edits that leave the commands alone never depend on the user's exec rights.
-	i := firstChangedExecProbe(ppm, old)
-	if i < 0 {
-		return admission.Allowed("")
-	}
-	allowed, reason, err := v.mayExec(ctx, req)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("checking whether %s may create pods/exec: %w", req.UserInfo.Username, err))
-	}
-	if !allowed {
-		msg := fmt.Sprintf("user %s may not create pods/exec in namespace %s; exec probes run commands inside containers",
-			req.UserInfo.Username, req.Namespace)
-		if reason != "" {
-			msg += " (" + reason + ")"
+	if i := firstChangedProbe(ppm, old, isExec); i >= 0 {
+		if resp, ok := v.check(ctx, req, ppm, "exec", "exec probes run commands inside containers",
+			field.NewPath("spec", "probes").Index(i).Child("probe", "exec")); !ok {
+			return resp
 		}
-		fe := field.Forbidden(field.NewPath("spec", "probes").Index(i).Child("probe", "exec"), msg)
-		return denied(apierrors.NewForbidden(v1alpha1.Resource("podprobemarkers"), ppm.Name, fe))
+	}
+	// A probe that names the pod's loopback reaches endpoints bound to 127.0.0.1 inside the pod,
+	// which only `pods/portforward` reaches otherwise.
+	if i := firstChangedProbe(ppm, old, namesLoopback); i >= 0 {
+		if resp, ok := v.check(ctx, req, ppm, "portforward", "probes naming 127.0.0.1 or localhost reach the pod's own loopback",
+			loopbackField(&ppm.Spec.Probes[i], field.NewPath("spec", "probes").Index(i).Child("probe"))); !ok {
+			return resp
+		}
 	}
 	return admission.Allowed("")
 }
 
-// firstChangedExecProbe returns the index of the first exec probe of ppm that old does not have
-// with the same name, container and command, or -1. old is nil on create.
-func firstChangedExecProbe(ppm, old *v1alpha1.PodProbeMarker) int {
+// check asks whether the requesting user may create pods/<subresource> in the marker's
+// namespace; ok is false with the response to return when not (or when the check failed).
+func (v *PodProbeMarkerValidator) check(ctx context.Context, req admission.Request, ppm *v1alpha1.PodProbeMarker,
+	subresource, why string, fldPath *field.Path) (admission.Response, bool) {
+	allowed, reason, err := mayCreate(ctx, v.Reviewer, req, subresource)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError,
+			fmt.Errorf("checking whether %s may create pods/%s: %w", req.UserInfo.Username, subresource, err)), false
+	}
+	if allowed {
+		return admission.Response{}, true
+	}
+	msg := fmt.Sprintf("user %s may not create pods/%s in namespace %s; %s", req.UserInfo.Username, subresource, req.Namespace, why)
+	if reason != "" {
+		msg += " (" + reason + ")"
+	}
+	fe := field.Forbidden(fldPath, msg)
+	return denied(apierrors.NewForbidden(v1alpha1.Resource("podprobemarkers"), ppm.Name, fe)), false
+}
+
+func isExec(p *v1alpha1.PodContainerProbe) bool { return p.Probe.Exec != nil }
+
+func namesLoopback(p *v1alpha1.PodContainerProbe) bool {
+	return validation.NamesLoopback(&p.Probe.ProbeHandler)
+}
+
+// loopbackField is the host field through which a probe names loopback.
+func loopbackField(p *v1alpha1.PodContainerProbe, probePath *field.Path) *field.Path {
+	if p.Probe.HTTPGet != nil {
+		return probePath.Child("httpGet", "host")
+	}
+	return probePath.Child("tcpSocket", "host")
+}
+
+// firstChangedProbe returns the index of the first probe of ppm for which match holds and that
+// old does not have with the same name, container and handler, or -1. old is nil on create.
+func firstChangedProbe(ppm, old *v1alpha1.PodProbeMarker, match func(*v1alpha1.PodContainerProbe) bool) int {
 	before := map[string]*v1alpha1.PodContainerProbe{}
 	if old != nil {
 		for i := range old.Spec.Probes {
@@ -94,20 +126,20 @@ func firstChangedExecProbe(ppm, old *v1alpha1.PodProbeMarker) int {
 	}
 	for i := range ppm.Spec.Probes {
 		p := &ppm.Spec.Probes[i]
-		if p.Probe.Exec == nil {
+		if !match(p) {
 			continue
 		}
 		o := before[p.Name]
-		if o == nil || o.ContainerName != p.ContainerName || !equality.Semantic.DeepEqual(o.Probe.Exec, p.Probe.Exec) {
+		if o == nil || o.ContainerName != p.ContainerName || !match(o) || !equality.Semantic.DeepEqual(o.Probe.ProbeHandler, p.Probe.ProbeHandler) {
 			return i
 		}
 	}
 	return -1
 }
 
-// mayExec asks the API server's authorizer whether the requesting user may create pods/exec in
-// the request's namespace, as exactly the user the request came from.
-func (v *PodProbeMarkerValidator) mayExec(ctx context.Context, req admission.Request) (bool, string, error) {
+// mayCreate asks the API server's authorizer whether the requesting user may create
+// pods/<subresource> in the request's namespace, as exactly the user the request came from.
+func mayCreate(ctx context.Context, reviewer AccessReviewer, req admission.Request, subresource string) (bool, string, error) {
 	u := req.UserInfo
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   u.Username,
@@ -118,10 +150,10 @@ func (v *PodProbeMarkerValidator) mayExec(ctx context.Context, req admission.Req
 			Namespace:   req.Namespace,
 			Verb:        "create",
 			Resource:    "pods",
-			Subresource: "exec",
+			Subresource: subresource,
 		},
 	}}
-	if err := v.Reviewer.Create(ctx, sar); err != nil {
+	if err := reviewer.Create(ctx, sar); err != nil {
 		return false, "", err
 	}
 	return sar.Status.Allowed && !sar.Status.Denied, sar.Status.Reason, nil

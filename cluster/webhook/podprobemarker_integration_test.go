@@ -121,6 +121,19 @@ func TestPodProbeMarkerValidationTable(t *testing.T) {
 		}, p0, true},
 		{"condition type not qualified", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "not ok" }, p0 + ".podConditionType", true},
 		{"built-in condition type", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "Ready" }, p0 + ".podConditionType", true},
+		// Reserved keys: the keys that drive probeshim, OpenKruise and Kubernetes, written onto
+		// pods with no access check, would let a marker author do what they unlock.
+		{"the enhanced liveness opt-in", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+		}, p0 + ".markerPolicy[0].annotations[apps.kruise.io/using-enhanced-liveness]", true},
+		{"the liveness probe context", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Annotations = map[string]string{
+				v1alpha1.AnnotationContainerProbeContext: `[{"name":"main","livenessProbe":{"exec":{"command":["id"]}}}]`}
+		}, p0 + ".markerPolicy[0].annotations[apps.kruise.io/container-probe-context]", true},
+		{"a kubernetes.io subdomain label", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].MarkerPolicy[0].Labels = map[string]string{"node-role.kubernetes.io/x": "y"}
+		}, p0 + ".markerPolicy[0].labels[node-role.kubernetes.io/x]", true},
+		{"OpenKruise's readiness gate", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "KruisePodReady" }, p0 + ".podConditionType", true},
 		{"duplicate condition type", func(m *v1alpha1.PodProbeMarker) { secondProbe(m).PodConditionType = "game.io/idle" }, "spec.probes[1].podConditionType", true},
 		{"duplicate policy state", func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].MarkerPolicy = append(m.Spec.Probes[0].MarkerPolicy, m.Spec.Probes[0].MarkerPolicy[0])
@@ -269,5 +282,49 @@ func TestPodProbeMarkerExecPermission(t *testing.T) {
 	}
 	if err := bob.Update(ctx, m); err != nil {
 		t.Errorf("bob changing an exec command: %v", err)
+	}
+}
+
+// The pods/portforward check for probes naming the pod's loopback, with users the real RBAC
+// authorizer knows: dave may edit markers but not port-forward, erin may do both.
+func TestPodProbeMarkerPortForwardPermission(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	markers := rbacv1.PolicyRule{APIGroups: []string{v1alpha1.GroupName}, Resources: []string{"podprobemarkers"}, Verbs: []string{"*"}}
+	portforward := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}}
+	grant(t, "games", "dave", markers)
+	grant(t, "games", "erin", markers, portforward)
+	dave, erin := as(t, "dave"), as(t, "erin")
+	loopback := func(name string) *v1alpha1.PodProbeMarker {
+		m := validMarker(name)
+		m.Spec.Probes[0].Probe.TCPSocket.Host = "127.0.0.1"
+		return m
+	}
+
+	eventually(t, 10*time.Second, func() error {
+		err := erin.Create(ctx, loopback("erin-admin"))
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	err := dave.Create(ctx, loopback("dave-admin"))
+	want := "user dave may not create pods/portforward in namespace games; probes naming 127.0.0.1 or localhost reach the pod's own loopback"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "spec.probes[0].probe.tcpSocket.host") || !strings.Contains(err.Error(), ppmWebhook) {
+		t.Errorf("dave's loopback marker: %v", err)
+	}
+	// Without a host the probe goes to the pod IP: no portforward right needed.
+	if err := dave.Create(ctx, validMarker("dave-pod-ip")); err != nil {
+		t.Errorf("dave's marker probing the pod IP: %v", err)
+	}
+	// Nor may dave point an existing probe at loopback.
+	m := &v1alpha1.PodProbeMarker{}
+	if err := dave.Get(ctx, client.ObjectKeyFromObject(validMarker("dave-pod-ip")), m); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.Probes[0].Probe.TCPSocket.Host = "localhost"
+	if err := dave.Update(ctx, m); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("dave pointing a probe at loopback: %v", err)
 	}
 }

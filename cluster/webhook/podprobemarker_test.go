@@ -169,3 +169,66 @@ func TestPodProbeMarkerUpdateRules(t *testing.T) {
 		t.Errorf("invalid update: %+v", resp.Result)
 	}
 }
+
+func loopbackProbe(name, host string) v1alpha1.PodContainerProbe {
+	p := tcpProbe(name, 8080)
+	p.Probe.TCPSocket.Host = host
+	return p
+}
+
+// A probe naming the pod's loopback needs pods/portforward; one without a host goes to the pod
+// IP and needs nothing.
+func TestPodProbeMarkerPortForwardCheck(t *testing.T) {
+	httpLoopback := tcpProbe("admin", 8080)
+	httpLoopback.Probe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "localhost", Port: intstr.FromInt32(9000)}}
+	cases := []struct {
+		name       string
+		op         admissionv1.Operation
+		obj, old   *v1alpha1.PodProbeMarker
+		may        bool
+		wantReview bool
+		wantAllow  bool
+		wantField  string
+	}{
+		{"no host: the pod IP", admissionv1.Create, marker(tcpProbe("up", 80)), nil, false, false, true, ""},
+		{"tcpSocket 127.0.0.1, denied", admissionv1.Create, marker(tcpProbe("up", 80), loopbackProbe("admin", "127.0.0.1")), nil, false, true, false,
+			"spec.probes[1].probe.tcpSocket.host"},
+		{"httpGet localhost, denied", admissionv1.Create, marker(httpLoopback), nil, false, true, false, "spec.probes[0].probe.httpGet.host"},
+		{"tcpSocket ::1, allowed", admissionv1.Create, marker(loopbackProbe("admin", "::1")), nil, true, true, true, ""},
+		{"update leaves the loopback probe alone", admissionv1.Update,
+			marker(loopbackProbe("admin", "127.0.0.1"), tcpProbe("up", 81)), marker(loopbackProbe("admin", "127.0.0.1"), tcpProbe("up", 80)), false, false, true, ""},
+		{"update points a probe at loopback", admissionv1.Update,
+			marker(loopbackProbe("up", "127.0.0.1")), marker(tcpProbe("up", 8080)), false, true, false, "spec.probes[0].probe.tcpSocket.host"},
+		{"update changes the loopback port", admissionv1.Update,
+			marker(loopbackProbe("admin", "127.0.0.1")), marker(func() v1alpha1.PodContainerProbe {
+				p := loopbackProbe("admin", "127.0.0.1")
+				p.Probe.TCPSocket.Port = intstr.FromInt32(9)
+				return p
+			}()), false, true, false, "spec.probes[0].probe.tcpSocket.host"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &fakeReviewer{allowed: tc.may}
+			v := &PodProbeMarkerValidator{Reviewer: r}
+			resp := v.Handle(context.Background(), markerRequest(t, tc.op, tc.obj, tc.old))
+			if resp.Allowed != tc.wantAllow {
+				t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, tc.wantAllow, resp.Result)
+			}
+			if (len(r.got) > 0) != tc.wantReview {
+				t.Fatalf("%d access reviews, want review=%v", len(r.got), tc.wantReview)
+			}
+			if tc.wantReview {
+				if ra := r.got[0].ResourceAttributes; ra == nil || ra.Subresource != "portforward" || ra.Verb != "create" || ra.Resource != "pods" || ra.Namespace != "games" {
+					t.Errorf("review %+v, want create pods/portforward in games", ra)
+				}
+			}
+			if !tc.wantAllow {
+				msg := resp.Result.Message
+				if resp.Result.Code != 403 || !strings.Contains(msg, "user alice may not create pods/portforward in namespace games; probes naming 127.0.0.1 or localhost reach the pod's own loopback") ||
+					!strings.Contains(msg, tc.wantField) {
+					t.Errorf("rejection %d %q", resp.Result.Code, msg)
+				}
+			}
+		})
+	}
+}

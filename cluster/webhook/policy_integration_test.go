@@ -97,6 +97,7 @@ func TestNodePodProbeHostFields(t *testing.T) {
 		{"Host header naming the pod's IP", hostHeader("10.244.0.7:8080"), ""},
 		{"Host header naming the pod's IP in brackets", hostHeader("[::ffff:10.244.0.7]"), ""},
 		{"Host header naming localhost", hostHeader("localhost"), ""},
+		{"tcpSocket host naming the pod's loopback", corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.FromInt32(22)}}, ""},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +144,7 @@ func TestNodePodProbeHostFields(t *testing.T) {
 	if err := c.Create(ctx, npp); err != nil {
 		t.Fatal(err)
 	}
-	npp.Spec.PodProbes[0].Probes[0].Probe.TCPSocket.Host = "127.0.0.2"
+	npp.Spec.PodProbes[0].Probes[0].Probe.TCPSocket.Host = "10.244.0.9"
 	if err := c.Update(ctx, npp); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "tcpSocket.host") {
 		t.Fatalf("update adding a host: %v", err)
 	}

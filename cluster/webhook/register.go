@@ -25,11 +25,11 @@ type Server interface {
 }
 
 // Register serves every handler of this package on srv. reviewer creates the
-// SubjectAccessReviews of the PodProbeMarker exec check, as the deployment's own identity. pods
+// SubjectAccessReviews of the pods/exec and pods/portforward checks, as the deployment's own identity. pods
 // reads the target pods of ContainerRecreateRequests; pass an uncached reader (the manager's
 // APIReader), since a request must copy the status of the container instance running now.
 func Register(srv Server, reviewer AccessReviewer, pods client.Reader) {
-	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{}})
+	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
 	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods}})

@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 const (
 	labelIdle      = "gameserver-idle"
 	annotationCost = "controller.kubernetes.io/pod-deletion-cost"
-	conditionIdle  = "game.probeshim.io/idle"
+	conditionIdle  = "game.example.com/idle"
 	waitMarks      = 45 * time.Second // a probe result reaching the pod: probe period 1 s, two controllers
 	waitPodReady   = 90 * time.Second
 	logLines       = 20 // lines of node service log in failure messages
@@ -133,17 +133,17 @@ func (s *suite) testTCP(t *testing.T) {
 	web.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 80}}
 	pod := s.runPod(t, ns, "web", map[string]string{"app": "web"}, web)
 	m := newMarker(ns, "port", map[string]string{"app": "web"}, v1alpha1.PodContainerProbe{
-		Name: "listening", ContainerName: "web", PodConditionType: "web.probeshim.io/listening",
+		Name: "listening", ContainerName: "web", PodConditionType: "web.example.com/listening",
 		Probe: probe(corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}),
 	})
 	m = s.createMarker(t, m)
-	s.waitCondition(t, pod, "web.probeshim.io/listening", corev1.ConditionTrue, "")
+	s.waitCondition(t, pod, "web.example.com/listening", corev1.ConditionTrue, "")
 
 	s.editMarker(t, m, func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Probe.TCPSocket.Port = intstr.FromInt32(8081) })
-	s.waitCondition(t, pod, "web.probeshim.io/listening", corev1.ConditionFalse, "")
+	s.waitCondition(t, pod, "web.example.com/listening", corev1.ConditionFalse, "")
 
 	s.editMarker(t, m, func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Probe.TCPSocket.Port = intstr.FromString("http") })
-	s.waitCondition(t, pod, "web.probeshim.io/listening", corev1.ConditionTrue, "")
+	s.waitCondition(t, pod, "web.example.com/listening", corev1.ConditionTrue, "")
 	// The named port is resolved for the node: the NodePodProbe holds the number.
 	probes := s.nppProbes(t, ns)[string(pod.UID)]
 	if len(probes) != 1 || probes[0].Probe.TCPSocket == nil || probes[0].Probe.TCPSocket.Port != intstr.FromInt32(80) {
@@ -151,28 +151,29 @@ func (s *suite) testTCP(t *testing.T) {
 	}
 }
 
-// An httpGet probe of a server bound to the pod's loopback only (the kubelet could not reach
-// it): 200 is True, 503 False with the status in the message, 200 again True.
+// An httpGet probe naming the pod's loopback (host 127.0.0.1), of a server bound there only (the
+// kubelet could not reach it): 200 is True, 503 False with the status in the message, 200 again
+// True. The marker's author (the admin) may create pods/portforward, which such a probe needs.
 func (s *suite) testHTTP(t *testing.T) {
 	t.Parallel()
 	ns := s.c.Namespace(t)
 	pod := s.runPod(t, ns, "api", map[string]string{"app": "api"}, framework.Command("web", "localhttp-server", "-listen", "127.0.0.1:8080"))
 	m := newMarker(ns, "http", map[string]string{"app": "api"}, v1alpha1.PodContainerProbe{
-		Name: "healthz", ContainerName: "web", PodConditionType: "api.probeshim.io/healthy",
-		Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}),
+		Name: "healthz", ContainerName: "web", PodConditionType: "api.example.com/healthy",
+		Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromInt32(8080)}}),
 		MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
 			{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"api-healthy": "true"}},
 			{State: v1alpha1.ProbeFailed, Labels: map[string]string{"api-healthy": "false"}},
 		},
 	})
 	s.createMarker(t, m)
-	s.waitPod(t, pod, "healthy", waitMarks, all(condIs("api.probeshim.io/healthy", corev1.ConditionTrue, ""), labelIs("api-healthy", "true")))
+	s.waitPod(t, pod, "healthy", waitMarks, all(condIs("api.example.com/healthy", corev1.ConditionTrue, ""), labelIs("api-healthy", "true")))
 
 	s.exec(t, ns, pod.Name, "web", "localhttp-server", "set", "503")
-	s.waitPod(t, pod, "unhealthy", waitMarks, all(condIs("api.probeshim.io/healthy", corev1.ConditionFalse, "503"), labelIs("api-healthy", "false")))
+	s.waitPod(t, pod, "unhealthy", waitMarks, all(condIs("api.example.com/healthy", corev1.ConditionFalse, "503"), labelIs("api-healthy", "false")))
 
 	s.exec(t, ns, pod.Name, "web", "localhttp-server", "set", "200")
-	s.waitPod(t, pod, "healthy again", waitMarks, all(condIs("api.probeshim.io/healthy", corev1.ConditionTrue, ""), labelIs("api-healthy", "true")))
+	s.waitPod(t, pod, "healthy again", waitMarks, all(condIs("api.example.com/healthy", corev1.ConditionTrue, ""), labelIs("api-healthy", "true")))
 }
 
 // A probe whose output changes while it keeps succeeding: the condition's message follows, its
@@ -182,15 +183,15 @@ func (s *suite) testMessageOnly(t *testing.T) {
 	ns := s.c.Namespace(t)
 	pod := s.runPod(t, ns, "gs-0", map[string]string{"app": "gs"}, framework.Shell("main", "echo 'players: 3' > /tmp/players; exec sleep 1000000"))
 	s.createMarker(t, newMarker(ns, "players", map[string]string{"app": "gs"}, v1alpha1.PodContainerProbe{
-		Name: "count", ContainerName: "main", PodConditionType: "game.probeshim.io/players",
+		Name: "count", ContainerName: "main", PodConditionType: "game.example.com/players",
 		Probe: probe(execHandler("cat", "/tmp/players")),
 	}))
-	p := s.waitCondition(t, pod, "game.probeshim.io/players", corev1.ConditionTrue, "players: 3")
-	before := *podCondition(p, "game.probeshim.io/players")
+	p := s.waitCondition(t, pod, "game.example.com/players", corev1.ConditionTrue, "players: 3")
+	before := *podCondition(p, "game.example.com/players")
 
 	s.exec(t, ns, pod.Name, "main", "sh", "-c", "echo 'players: 5' > /tmp/players")
-	p = s.waitCondition(t, pod, "game.probeshim.io/players", corev1.ConditionTrue, "players: 5")
-	after := *podCondition(p, "game.probeshim.io/players")
+	p = s.waitCondition(t, pod, "game.example.com/players", corev1.ConditionTrue, "players: 5")
+	after := *podCondition(p, "game.example.com/players")
 	if !after.LastTransitionTime.Equal(&before.LastTransitionTime) {
 		t.Errorf("lastTransitionTime moved from %s to %s on a message-only change", before.LastTransitionTime, after.LastTransitionTime)
 	}
@@ -259,25 +260,25 @@ func (s *suite) testDeleteMarkers(t *testing.T) {
 
 	idle := s.createMarker(t, idleMarker(ns, "idle", map[string]string{"app": "gs"}, "cat", "/tmp/idle"))
 	other := s.createMarker(t, newMarker(ns, "region", map[string]string{"team": "blue"}, v1alpha1.PodContainerProbe{
-		Name: "region", ContainerName: "main", PodConditionType: "game.probeshim.io/region",
+		Name: "region", ContainerName: "main", PodConditionType: "game.example.com/region",
 		Probe: probe(execHandler("true")),
 		MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
-			{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"region": "eu"}, Annotations: map[string]string{"region.probeshim.io/checked": "yes"}},
+			{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"region": "eu"}, Annotations: map[string]string{"region.example.com/checked": "yes"}},
 		},
 	}))
 	s.waitPod(t, pod, "marks of both markers", waitMarks, all(idleMarks(corev1.ConditionTrue, ""),
-		condIs("game.probeshim.io/region", corev1.ConditionTrue, ""), labelIs("region", "eu")))
+		condIs("game.example.com/region", corev1.ConditionTrue, ""), labelIs("region", "eu")))
 
 	s.deleteMarker(t, idle)
 	s.waitPod(t, pod, "only the region marker's marks", waitMarks, all(
 		noCondition(conditionIdle), labelGone(labelIdle), annotationGone(annotationCost),
-		condIs("game.probeshim.io/region", corev1.ConditionTrue, ""), labelIs("region", "eu")))
+		condIs("game.example.com/region", corev1.ConditionTrue, ""), labelIs("region", "eu")))
 	s.waitNPPProbes(t, pod, "region#region")
 
 	s.deleteMarker(t, other)
 	p := s.waitPod(t, pod, "no marks at all", waitMarks, all(
-		noCondition(conditionIdle), noCondition("game.probeshim.io/region"),
-		labelGone(labelIdle), labelGone("region"), annotationGone(annotationCost), annotationGone("region.probeshim.io/checked"),
+		noCondition(conditionIdle), noCondition("game.example.com/region"),
+		labelGone(labelIdle), labelGone("region"), annotationGone(annotationCost), annotationGone("region.example.com/checked"),
 		annotationGone(podstatus.RecordAnnotation)))
 	if p.Labels["app"] != "gs" || p.Labels["team"] != "blue" || p.Annotations["owner"] != "someone" {
 		t.Errorf("the pod's own labels or annotations changed: labels %v annotations %v", p.Labels, p.Annotations)
@@ -302,7 +303,7 @@ func (s *suite) testTwoMarkers(t *testing.T) {
 	pod := s.runPod(t, ns, "gs-0", map[string]string{"app": "gs"}, framework.Shell("main", "touch /tmp/a; exec sleep 1000000"))
 	mk := func(name string) *v1alpha1.PodProbeMarker {
 		return newMarker(ns, name, map[string]string{"app": "gs"}, v1alpha1.PodContainerProbe{
-			Name: "check", ContainerName: "main", PodConditionType: "game.probeshim.io/" + name,
+			Name: "check", ContainerName: "main", PodConditionType: "game.example.com/" + name,
 			Probe: probe(execHandler("test", "-f", "/tmp/"+name)),
 			MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
 				{State: v1alpha1.ProbeSucceeded, Labels: map[string]string{"has-" + name: "yes"}},
@@ -312,21 +313,21 @@ func (s *suite) testTwoMarkers(t *testing.T) {
 	s.createMarker(t, mk("a"))
 	s.createMarker(t, mk("b"))
 	s.waitPod(t, pod, "a True, b False", waitMarks, all(
-		condIs("game.probeshim.io/a", corev1.ConditionTrue, ""), labelIs("has-a", "yes"),
-		condIs("game.probeshim.io/b", corev1.ConditionFalse, ""), labelGone("has-b")))
+		condIs("game.example.com/a", corev1.ConditionTrue, ""), labelIs("has-a", "yes"),
+		condIs("game.example.com/b", corev1.ConditionFalse, ""), labelGone("has-b")))
 	s.waitNPPProbes(t, pod, "a#check", "b#check")
 
 	s.exec(t, ns, pod.Name, "main", "sh", "-c", "rm /tmp/a; touch /tmp/b")
 	s.waitPod(t, pod, "a False, b True", waitMarks, all(
-		condIs("game.probeshim.io/a", corev1.ConditionFalse, ""), labelGone("has-a"),
-		condIs("game.probeshim.io/b", corev1.ConditionTrue, ""), labelIs("has-b", "yes")))
+		condIs("game.example.com/a", corev1.ConditionFalse, ""), labelGone("has-a"),
+		condIs("game.example.com/b", corev1.ConditionTrue, ""), labelIs("has-b", "yes")))
 }
 
 // A marker's condition used as a readinessGate: the pod is Ready only while the probe succeeds.
 func (s *suite) testReadinessGate(t *testing.T) {
 	t.Parallel()
 	ns := s.c.Namespace(t)
-	const gate = "game.probeshim.io/ready"
+	const gate = "game.example.com/ready"
 	pod := framework.NewPod(ns, "gs-0", framework.Shell("main", "exec sleep 1000000"))
 	pod.Labels = map[string]string{"app": "gs"}
 	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}

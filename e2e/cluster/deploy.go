@@ -147,7 +147,7 @@ func webhooksAnswer(ctx context.Context, c *framework.Cluster) string {
 		Spec: v1alpha1.PodProbeMarkerSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "webhook-check"}},
 			Probes: []v1alpha1.PodContainerProbe{{
-				Name: "check", ContainerName: "main", PodConditionType: "probeshim.io/webhook-check",
+				Name: "check", ContainerName: "main", PodConditionType: "example.com/webhook-check",
 				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
 					Exec: &corev1.ExecAction{Command: []string{"true"}}}}},
 			}},

@@ -91,6 +91,7 @@ func TestDecider(t *testing.T) {
 	})
 	t.Run("global switch off", s.testSwitchOff)
 	t.Run("invalid config", s.testInvalidConfig)
+	t.Run("metrics need a token", s.testMetricsAuth)
 	t.Run("blacklist", s.testBlacklist)
 	t.Run("dry run", s.testDryRun)
 	t.Run("rate limit", s.testRateLimit)

@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -733,22 +732,6 @@ func (s *suite) crashLeader(t testing.TB) (pod string, holder string) {
 		t.Fatalf("killing the leader %s: %v", p.Name, err)
 	}
 	return p.Name, leaseHolder(lease)
-}
-
-// metric reads a sample of the deployment's /metrics from pod (through the API server's pod
-// proxy): the value of the first line starting with name (with its labels).
-func (s *suite) metric(ctx context.Context, pod, name string) (float64, bool, error) {
-	out, err := s.c.Kubectl(ctx, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", cluster.Namespace, pod))
-	if err != nil {
-		return 0, false, err
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, name)), 64)
-			return v, err == nil, err
-		}
-	}
-	return 0, false, nil
 }
 
 // ---- numbers ----

@@ -23,6 +23,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
@@ -48,6 +49,17 @@ func tcp(port int32) corev1.ProbeHandler {
 	return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}
 }
 
+// loopback makes an httpGet or tcpSocket probe name the pod's own loopback (host 127.0.0.1).
+func loopback(h corev1.ProbeHandler) corev1.ProbeHandler {
+	if h.HTTPGet != nil {
+		h.HTTPGet.Host = "127.0.0.1"
+	}
+	if h.TCPSocket != nil {
+		h.TCPSocket.Host = "127.0.0.1"
+	}
+	return h
+}
+
 func probe(name, container string, h corev1.ProbeHandler, edit ...func(*corev1.Probe)) v1alpha1.ContainerProbe {
 	p := corev1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: 1}
 	for _, e := range edit {
@@ -65,10 +77,12 @@ func initialProbes() []v1alpha1.ContainerProbe {
 		probe("exec-big-output", "box", exec("sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; exit 2")),
 		probe("exec-toggle", "box", exec("test", "-f", "/tmp/healthy")),
 		probe("exec-restart", "box", exec("true"), func(p *corev1.Probe) { p.InitialDelaySeconds = 4 }),
-		probe("http-local", "web", httpGet(8080, "/")),
-		probe("http-500", "web500", httpGet(8082, "/")),
-		probe("http-offhost-redirect", "web", httpGet(8080, "/redirect?to=http://192.0.2.1:9/elsewhere")),
-		probe("tcp-open", "web", tcp(8080)),
+		probe("http-local", "web", loopback(httpGet(8080, "/"))),
+		probe("http-pod-ip", "web", httpGet(8080, "/")),
+		probe("http-500", "web500", loopback(httpGet(8082, "/"))),
+		probe("http-offhost-redirect", "web", loopback(httpGet(8080, "/redirect?to=http://192.0.2.1:9/elsewhere"))),
+		probe("tcp-open", "web", loopback(tcp(8080))),
+		probe("tcp-pod-ip", "web", tcp(8080)),
 		probe("tcp-closed", "web", tcp(8081)),
 		probe("grpc", "grpc", corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090}}),
 		probe("host-is-node", "web", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -101,7 +115,9 @@ func TestNodeService(t *testing.T) {
 			"exec-big-output":       v1alpha1.ProbeFailed,
 			"exec-toggle":           v1alpha1.ProbeSucceeded,
 			"exec-restart":          v1alpha1.ProbeSucceeded,
-			"http-local":            v1alpha1.ProbeSucceeded, // bound to the pod's 127.0.0.1: the kubelet could not reach it
+			"http-local":            v1alpha1.ProbeSucceeded, // host 127.0.0.1: the pod's own loopback, where the server is bound
+			"http-pod-ip":           v1alpha1.ProbeFailed,    // no host: the pod IP, as the kubelet; loopback is not tried first
+			"tcp-pod-ip":            v1alpha1.ProbeFailed,
 			"http-500":              v1alpha1.ProbeFailed,
 			"http-offhost-redirect": v1alpha1.ProbeSucceeded, // not followed: success with a warning, like the kubelet
 			"tcp-open":              v1alpha1.ProbeSucceeded,
@@ -127,6 +143,11 @@ func TestNodeService(t *testing.T) {
 		}
 		if !strings.Contains(s.svc.Logs(), "host-is-node") {
 			t.Errorf("the refusal of host-is-node is not in the service log")
+		}
+		for _, name := range []string{"http-pod-ip", "tcp-pod-ip"} {
+			if m := st[name].Message; !strings.Contains(m, "connection refused") || !strings.Contains(m, pod.Status.PodIP) {
+				t.Errorf("%s message = %q, want the pod IP %s refusing the connection", name, m, pod.Status.PodIP)
+			}
 		}
 	})
 
@@ -255,6 +276,47 @@ func TestNodeService(t *testing.T) {
 		for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+
+	// Entries written past the cluster part: one whose IP is the node's (the node service would
+	// have dialled the node's API server from inside the pod) and one without an IP (it would
+	// have dialled the pod's loopback). Both are refused, Unknown with the reason, nothing dialled.
+	// Last, since it replaces the spec the subtests above share.
+	t.Run("entries with an IP that is not the pod's are refused", func(t *testing.T) {
+		forged := []v1alpha1.ContainerProbe{
+			probe("node-api-server", "web", tcp(6443)),
+			probe("loopback-by-default", "web", httpGet(8080, "/")),
+		}
+		for _, tc := range []struct{ ip, want string }{
+			{rig.NodeIP, "probe refused: IP " + rig.NodeIP + " is not pod " + ns + "/probed's own; the runtime reports [" + pod.Status.PodIP + "]"},
+			{"", "IP: Required value: the pod's IP"},
+		} {
+			s.writeEntries(t, []v1alpha1.PodProbe{{Name: pod.Name, Namespace: ns, UID: string(pod.UID), IP: tc.ip, Probes: forged}})
+			err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "both refused with IP "+tc.ip, func(ctx context.Context) (bool, string, error) {
+				st, err := s.readStates(ctx)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				seen := fmt.Sprint(st["node-api-server"], st["loopback-by-default"])
+				for _, name := range []string{"node-api-server", "loopback-by-default"} {
+					if st[name].State != v1alpha1.ProbeUnknown || !strings.Contains(st[name].Message, tc.want) {
+						return false, seen, nil
+					}
+				}
+				return true, seen, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Refused for good: three periods later still Unknown, never a result of a dial.
+			time.Sleep(3 * time.Second)
+			st := s.states(t)
+			for _, name := range []string{"node-api-server", "loopback-by-default"} {
+				if st[name].State != v1alpha1.ProbeUnknown {
+					t.Errorf("IP %q: %s is %s (%q), want Unknown", tc.ip, name, st[name].State, st[name].Message)
+				}
 			}
 		}
 	})

@@ -209,7 +209,7 @@ func (s *suite) writeSpec(t *testing.T) {
 	npp.Spec.PodProbes = []v1alpha1.PodProbe{{Name: s.pod.Name, Namespace: s.pod.Namespace, UID: string(s.pod.UID),
 		IP: s.pod.Status.PodIP, Probes: []v1alpha1.ContainerProbe{
 			probe(execProbe, "box", corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/healthy"}}}),
-			probe(httpProbe, "web", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(8080), Path: "/"}}),
+			probe(httpProbe, "web", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Port: intstr.FromInt32(8080), Path: "/"}}),
 		}}}
 	if err := s.c.Client.Create(framework.Context(t, time.Minute), npp); err != nil {
 		t.Fatal(err)

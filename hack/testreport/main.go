@@ -33,6 +33,19 @@ type report struct {
 	output                  map[key]*strings.Builder
 	skips                   []skip
 	failedPkgs              []string
+	pkgsWithFailedTests     map[string]bool
+}
+
+// failures counts failed tests, plus a failed package that no failed test explains (a build
+// failure, a panic in TestMain, a timeout), so the closing line never says 0 failed for a red run.
+func (r *report) failures() int {
+	n := r.failed
+	for _, p := range r.failedPkgs {
+		if !r.pkgsWithFailedTests[p] {
+			n++
+		}
+	}
+	return n
 }
 
 type skip struct {
@@ -71,7 +84,7 @@ func main() {
 			fmt.Printf("--- UNEXPECTED SKIP: %s %s: %s\n", s.pkg, s.test, s.reason)
 		}
 	}
-	fmt.Printf("%d passed, %d failed, %d skipped\n", r.passed, r.failed+len(unexpected), r.skipped-len(unexpected))
+	fmt.Printf("%d passed, %d failed, %d skipped\n", r.passed, r.failures()+len(unexpected), r.skipped-len(unexpected))
 	if r.failed > 0 || len(r.failedPkgs) > 0 || len(unexpected) > 0 {
 		os.Exit(1)
 	}
@@ -79,7 +92,7 @@ func main() {
 
 // read consumes the event stream, echoing package results and failed tests' output to w.
 func read(in io.Reader, w io.Writer, verbose bool) (*report, error) {
-	r := &report{output: map[key]*strings.Builder{}}
+	r := &report{output: map[key]*strings.Builder{}, pkgsWithFailedTests: map[string]bool{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -125,6 +138,7 @@ func read(in io.Reader, w io.Writer, verbose bool) (*report, error) {
 				continue
 			}
 			r.failed++
+			r.pkgsWithFailedTests[e.Package] = true
 			if b := r.output[k]; b != nil && !verbose {
 				fmt.Fprint(w, b.String())
 			}

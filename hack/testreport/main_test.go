@@ -23,6 +23,7 @@ const stream = `{"Action":"run","Package":"p/a","Test":"TestOK"}
 {"Action":"output","Package":"p/a","Output":"FAIL\tp/a\t0.1s\n"}
 {"Action":"fail","Package":"p/a"}
 not json: a build error
+{"Action":"fail","Package":"p/b"}
 `
 
 func TestRead(t *testing.T) {
@@ -31,7 +32,7 @@ func TestRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.passed != 1 || r.failed != 1 || r.skipped != 2 || len(r.failedPkgs) != 1 {
+	if r.passed != 1 || r.failed != 1 || r.skipped != 2 || len(r.failedPkgs) != 2 || r.failures() != 2 {
 		t.Fatalf("counts: %+v", r)
 	}
 	for _, want := range []string{"boom", "FAIL\tp/a", "not json: a build error"} {

@@ -42,6 +42,9 @@ type Options struct {
 	Console *os.File
 	// BootTimeout bounds the wait for systemd to finish booting (default 60 s).
 	BootTimeout time.Duration
+	// SystemCallFilter adds system calls that nspawn's own filter denies the container, e.g.
+	// "bpf", which systemd inside needs for IPAddressDeny=.
+	SystemCallFilter []string
 }
 
 // Container is one booted system.
@@ -92,6 +95,9 @@ func Boot(ctx context.Context, o Options) (c *Container, err error) {
 		args = append(args, "--network-namespace-path="+o.NetNS)
 	} else {
 		args = append(args, "--private-network")
+	}
+	if len(o.SystemCallFilter) > 0 {
+		args = append(args, "--system-call-filter="+strings.Join(o.SystemCallFilter, " "))
 	}
 	for _, b := range o.Bind {
 		args = append(args, "--bind="+b)

@@ -19,6 +19,9 @@
 //	criProxy:                          # CRI proxy mode, off by default
 //	  enabled: false
 //	  socket: /run/probeshim/cri.sock
+//	probes:                            # how many probes run at once
+//	  maxConcurrentExecs: 32
+//	  maxConcurrentNetwork: 256        # HTTP, TCP and gRPC
 package config
 
 import (
@@ -37,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/runtime"
 )
 
@@ -54,6 +58,10 @@ const (
 	DefaultCRIProxySocket   = "/run/probeshim/cri.sock"
 	defaultContainerdSocket = "" // detected: runtime.DefaultSocket
 )
+
+// maxConcurrency is far above what a node needs; past it a typo would undo
+// the bound of a probe pool.
+const maxConcurrency = 10000
 
 // Config is the node service's configuration. The JSON names are the
 // file's field names.
@@ -81,6 +89,19 @@ type Config struct {
 	// CRIProxy is the optional CRI proxy the kubelet may use as its runtime
 	// endpoint; it forwards to CRISocket.
 	CRIProxy CRIProxy `json:"criProxy,omitzero"`
+	// Probes bounds the probe engine's work.
+	Probes Probes `json:"probes,omitzero"`
+}
+
+// Probes bounds how many probes run at once, so that targets which hang
+// until their timeout cannot make the service run thousands of probes (and
+// hold their memory) at once. A due probe that finds its pool full waits and
+// is counted in probeshim_probes_started_late_total.
+type Probes struct {
+	// MaxConcurrentExecs bounds exec probes (each a process in a container).
+	MaxConcurrentExecs int `json:"maxConcurrentExecs,omitempty"`
+	// MaxConcurrentNetwork bounds HTTP, TCP and gRPC probes.
+	MaxConcurrentNetwork int `json:"maxConcurrentNetwork,omitempty"`
 }
 
 // CRIProxy configures CRI proxy mode.
@@ -119,6 +140,8 @@ var flagSpecs = []flagSpec{
 	{"log-level", "log level: error, warn, info, debug, trace (default " + DefaultLogLevel + ")", func(c *Config) any { return &c.LogLevel }},
 	{"cri-proxy", "serve the CRI proxy on --cri-proxy-socket (a socket passed by systemd is served anyway)", func(c *Config) any { return &c.CRIProxy.Enabled }},
 	{"cri-proxy-socket", "the CRI proxy's socket (default " + DefaultCRIProxySocket + ")", func(c *Config) any { return &c.CRIProxy.Socket }},
+	{"max-concurrent-execs", fmt.Sprintf("exec probes running at once at most (default %d)", prober.DefaultExecConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentExecs }},
+	{"max-concurrent-network-probes", fmt.Sprintf("HTTP, TCP and gRPC probes running at once at most (default %d)", prober.DefaultNetworkConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentNetwork }},
 }
 
 // Load registers the flags on fs, parses args, reads the config file
@@ -262,6 +285,12 @@ func (c *Config) Complete() error {
 	if c.CRIProxy.Socket == "" {
 		c.CRIProxy.Socket = DefaultCRIProxySocket
 	}
+	if c.Probes.MaxConcurrentExecs == 0 {
+		c.Probes.MaxConcurrentExecs = prober.DefaultExecConcurrency
+	}
+	if c.Probes.MaxConcurrentNetwork == 0 {
+		c.Probes.MaxConcurrentNetwork = prober.DefaultNetworkConcurrency
+	}
 	return nil
 }
 
@@ -299,6 +328,14 @@ func (c *Config) Validate() error {
 	for _, a := range []struct{ field, addr string }{{"healthAddress", c.HealthAddress}, {"metricsAddress", c.MetricsAddress}} {
 		if err := checkListenAddress(a.addr); err != nil {
 			bad(a.field, "%q: %v", a.addr, err)
+		}
+	}
+	for _, p := range []struct {
+		field string
+		n     int
+	}{{"probes.maxConcurrentExecs", c.Probes.MaxConcurrentExecs}, {"probes.maxConcurrentNetwork", c.Probes.MaxConcurrentNetwork}} {
+		if p.n < 1 || p.n > maxConcurrency {
+			bad(p.field, "%d must be from 1 to %d", p.n, maxConcurrency)
 		}
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {

@@ -55,6 +55,7 @@ func TestDefaults(t *testing.T) {
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
 		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
 		CRIProxy: CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
+		Probes:   Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256},
 	}
 	if *c != want {
 		t.Fatalf("defaults = %+v\nwant       %+v", *c, want)
@@ -182,6 +183,8 @@ func TestValidation(t *testing.T) {
 		{[]string{"--metrics-address", "example.com:80"}, `metricsAddress: "example.com:80": host "example.com" must be an IP address`},
 		{[]string{"--metrics-address", "127.0.0.1:99999"}, `port "99999" must be a number`},
 		{[]string{"--log-level", "loud"}, `logLevel: "loud" is not one of`},
+		{[]string{"--max-concurrent-execs", "-1"}, "probes.maxConcurrentExecs: -1 must be from 1 to 10000"},
+		{[]string{"--max-concurrent-network-probes", "100000"}, "probes.maxConcurrentNetwork: 100000 must be from 1 to 10000"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "not defined"},
 	} {
@@ -203,9 +206,23 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+// The probe pools' sizes come from the file, a flag overriding it.
+func TestProbeConcurrency(t *testing.T) {
+	detect(t, "node-a", false)
+	f := writeFile(t, "probes:\n  maxConcurrentExecs: 4\n  maxConcurrentNetwork: 64\n")
+	c, err := load(t, "--config", f)
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64}) {
+		t.Fatalf("from the file: %+v, %v", c.Probes, err)
+	}
+	c, err = load(t, "--config", f, "--max-concurrent-network-probes", "8")
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8}) {
+		t.Fatalf("with a flag: %+v, %v", c.Probes, err)
+	}
+}
+
 func TestFileFields(t *testing.T) {
 	got := strings.Join(fileFields(), ",")
-	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy" {
+	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy,probes" {
 		t.Fatalf("fileFields = %s", got)
 	}
 }

@@ -57,26 +57,39 @@ func lookupMethod(full string) methodInfo {
 type observed struct {
 	info methodInfo
 
-	mu     sync.Mutex
-	id     string // container or sandbox ID the call is about
-	log    logrus.Fields
-	respID string // ID the runtime answered with (RunPodSandbox, CreateContainer)
+	mu  sync.Mutex
+	id  string // container or sandbox ID the call is about
+	log logrus.Fields
+	// cmdLine is an exec's whole command line, logged only at Debug: its
+	// arguments may hold what the pod's author keeps out of the node's
+	// journal (a password on a command line, a token in a URL).
+	cmdLine string
+	respID  string // ID the runtime answered with (RunPodSandbox, CreateContainer)
 }
 
 // maxCmdLog bounds the command line of an exec in the log.
 const maxCmdLog = 200
 
+// capCmd joins and bounds a command line, or one word of it, for the log.
+func capCmd(c []string) string {
+	s := strings.Join(c, " ")
+	if len(s) > maxCmdLog {
+		s = s[:maxCmdLog] + "..."
+	}
+	return s
+}
+
 // setRequest decodes a copy of the request (b is never changed) and names
 // the pod it is about, looked up now: after a removal nobody knows it.
 func (o *observed) setRequest(b []byte, pods func(string) (Pod, bool)) {
 	f := logrus.Fields{}
-	var id string
+	var id, cmdLine string
+	// An exec's program is logged; its arguments only at Debug (cmdLine).
 	cmd := func(c []string) {
-		s := strings.Join(c, " ")
-		if len(s) > maxCmdLog {
-			s = s[:maxCmdLog] + "..."
+		if len(c) > 0 {
+			f["cmd"] = capCmd(c[:1])
 		}
-		f["cmd"] = s
+		cmdLine = capCmd(c)
 	}
 	switch o.info.method {
 	case "RunPodSandbox":
@@ -149,7 +162,7 @@ func (o *observed) setRequest(b []byte, pods func(string) (Pod, bool)) {
 		}
 	}
 	o.mu.Lock()
-	o.id, o.log = id, f
+	o.id, o.log, o.cmdLine = id, f, cmdLine
 	o.mu.Unlock()
 }
 
@@ -182,12 +195,17 @@ func (o *observed) setResponse(b []byte) {
 }
 
 // fields returns a copy of the log fields gathered so far.
-func (o *observed) fields() logrus.Fields {
+// fields are the call's log fields; the command line of an exec only with
+// debug.
+func (o *observed) fields(debug bool) logrus.Fields {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	f := make(logrus.Fields, len(o.log)+4)
+	f := make(logrus.Fields, len(o.log)+5)
 	for k, v := range o.log {
 		f[k] = v
+	}
+	if debug && o.cmdLine != "" {
+		f["cmd_line"] = o.cmdLine
 	}
 	return f
 }

@@ -330,10 +330,11 @@ func (p *Proxy) finish(method string, info methodInfo, obs *observed, err error,
 
 	defer p.observeCall(obs, code)
 	quiet := (code == codes.OK || code == codes.Canceled) && !info.logInfo
-	if quiet && !p.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+	debug := p.log.Logger.IsLevelEnabled(logrus.DebugLevel)
+	if quiet && !debug {
 		return // the kubelet's steady polling (ListContainers, ...): no log line to build
 	}
-	fields := obs.fields()
+	fields := obs.fields(debug)
 	fields["service"], fields["method"] = info.service, info.method
 	fields["code"], fields["duration"] = code.String(), took.Round(time.Microsecond).String()
 	log := p.log.WithFields(fields)

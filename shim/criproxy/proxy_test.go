@@ -474,7 +474,8 @@ func TestObserverAndLog(t *testing.T) {
 	if _, ok := stop.Data["duration"]; !ok {
 		t.Errorf("StopContainer log has no duration: %v", stop.Data)
 	}
-	if x := findLog(e.logs, "ExecSync"); x == nil || x.Level != logrus.InfoLevel || x.Data["exit_code"] != int32(3) || x.Data["cmd"] != "/bin/check --now" {
+	if x := findLog(e.logs, "ExecSync"); x == nil || x.Level != logrus.InfoLevel || x.Data["exit_code"] != int32(3) || x.Data["cmd"] != "/bin/check" ||
+		x.Data["cmd_line"] != "/bin/check --now" {
 		t.Errorf("ExecSync log: %+v", x)
 	}
 	if r := findLog(e.logs, "RunPodSandbox"); r == nil || r.Data["sandbox_id"] != "sandbox-1" || r.Data["pod"] != "web-0" {
@@ -486,6 +487,39 @@ func TestObserverAndLog(t *testing.T) {
 	}
 	if n := series(t, e.reg, "probeshim_cri_proxy_call_duration_seconds"); n < 6 {
 		t.Errorf("duration histogram has %d series", n)
+	}
+}
+
+// An exec's arguments may hold secrets: at Info the proxy logs the program
+// alone, the whole command line only at Debug.
+func TestExecArgumentsOnlyAtDebug(t *testing.T) {
+	e := newEnv(t, true)
+	e.proxy.log.Logger.SetLevel(logrus.InfoLevel)
+	rs := criapi.NewRuntimeServiceClient(e.conn)
+	c := context.Background()
+	for _, call := range []func() error{
+		func() error {
+			_, err := rs.ExecSync(c, &criapi.ExecSyncRequest{ContainerId: "ctr-1", Cmd: []string{"/bin/login", "--password=hunter2"}, Timeout: 1})
+			return err
+		},
+		func() error {
+			_, err := rs.Exec(c, &criapi.ExecRequest{ContainerId: "ctr-1", Cmd: []string{"mysql", "-phunter2"}, Stdout: true})
+			return err
+		},
+	} {
+		_ = call()
+	}
+	for method, prog := range map[string]string{"ExecSync": "/bin/login", "Exec": "mysql"} {
+		x := findLog(e.logs, method)
+		if x == nil {
+			t.Fatalf("no log line for %s", method)
+		}
+		if x.Data["cmd"] != prog {
+			t.Errorf("%s log cmd = %v, want %s", method, x.Data["cmd"], prog)
+		}
+		if line, _ := x.String(); strings.Contains(line, "hunter2") {
+			t.Errorf("%s log at %s holds an argument: %s", method, x.Level, line)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -340,16 +341,17 @@ func TestNetworkCachesAndReresolves(t *testing.T) {
 	l := listenIn(t, ns.path, "127.0.0.1:0", "pod")
 	var calls atomic.Int32
 	hostNet := map[string]bool{"host-pod": true}
-	n := NewNetwork(func(_ context.Context, uid string) (string, bool, error) {
+	n := NewNetwork(func(_ context.Context, uid string) (string, bool, []string, error) {
 		calls.Add(1)
 		if hostNet[uid] {
-			return "", true, nil
+			return "", true, nil, nil
 		}
-		return ns.path, false, nil
+		return ns.path, false, []string{"10.99.0.2"}, nil
 	})
+	n.hostAddrs = func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("192.0.2.10")}, nil }
 	defer n.Close()
 
-	pod := prober.PodRef{UID: "pod-1"}
+	pod := prober.PodRef{UID: "pod-1", IP: "10.99.0.2"}
 	for range 10 {
 		d, err := n.DialerFor(pod)
 		if err != nil {
@@ -367,11 +369,11 @@ func TestNetworkCachesAndReresolves(t *testing.T) {
 
 	// hostNetwork from the PodRef needs no resolution; from the resolver it
 	// gives the host dialer.
-	if d, _ := n.DialerFor(prober.PodRef{UID: "x", HostNetwork: true}); d.(*Dialer).Path() != "" {
-		t.Fatal("hostNetwork pod got a namespace dialer")
+	if d, err := n.DialerFor(prober.PodRef{UID: "x", IP: "192.0.2.10", HostNetwork: true}); err != nil || d.(podOnly).Path() != "" {
+		t.Fatalf("hostNetwork pod got a namespace dialer (%v)", err)
 	}
-	if d, _ := n.DialerFor(prober.PodRef{UID: "host-pod"}); d.(*Dialer).Path() != "" {
-		t.Fatal("pod resolved as hostNetwork got a namespace dialer")
+	if d, err := n.DialerFor(prober.PodRef{UID: "host-pod", IP: "192.0.2.10"}); err != nil || d.(podOnly).Path() != "" {
+		t.Fatalf("pod resolved as hostNetwork got a namespace dialer (%v)", err)
 	}
 
 	// The sandbox is recreated: the first dial errors, the next DialerFor
@@ -409,8 +411,8 @@ func TestNetworkCachesAndReresolves(t *testing.T) {
 
 func TestNetworkResolveError(t *testing.T) {
 	want := errors.New("sandbox not found")
-	n := NewNetwork(func(context.Context, string) (string, bool, error) { return "", false, want })
-	if _, err := n.DialerFor(prober.PodRef{UID: "u"}); !errors.Is(err, want) {
+	n := NewNetwork(func(context.Context, string) (string, bool, []string, error) { return "", false, nil, want })
+	if _, err := n.DialerFor(prober.PodRef{UID: "u", IP: "10.0.0.1"}); !errors.Is(err, want) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -7,128 +7,208 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/probeshim/probeshim/prober"
 )
 
-// Resolver finds a pod's network namespace: its path, or hostNetwork when
-// the pod shares the node's namespace. runtime.Client.PodNetwork is one.
-type Resolver func(ctx context.Context, podUID string) (path string, hostNetwork bool, err error)
+// Resolver finds a pod's network namespace and IPs as the runtime reports
+// them (CRI PodSandboxStatus), or hostNetwork when the pod shares the node's
+// namespace. runtime.Client.PodNetwork is one.
+type Resolver func(ctx context.Context, podUID string) (path string, hostNetwork bool, ips []string, err error)
 
 // Network gives the probe engine a Dialer per pod (it is a prober.Network).
 // It keeps each pod's namespace open between probes and asks the Resolver
-// again only when a pod is new or its namespace went away, so a probe costs
-// no runtime call. Call Forget when a pod is no longer probed.
+// again only when a pod is new, its namespace went away or the IP asked for
+// is not one it knows, so a probe costs no runtime call. Call Forget when a
+// pod is no longer probed.
+//
+// The Dialer it returns reaches the pod and nothing else: the pod IP, which
+// must be the pod's own as the runtime reports it (for a hostNetwork pod, an
+// address of this node), and the pod's loopback inside its own namespace.
+// Anything else is refused with an error wrapping prober.ErrRefused, before
+// anything is dialled.
 type Network struct {
-	resolve Resolver
-	timeout time.Duration
-	host    *Dialer
+	resolve   Resolver
+	timeout   time.Duration
+	host      *Dialer
+	hostAddrs func() ([]netip.Addr, error)
 
-	mu   sync.Mutex
-	pods map[string]*Dialer
+	mu     sync.Mutex
+	pods   map[string]*podNet
+	node   []netip.Addr // this node's addresses, read at nodeAt
+	nodeAt time.Time
 }
+
+// podNet is what is known of one pod's network.
+type podNet struct {
+	d          *Dialer // n.host for a hostNetwork pod
+	ips        []netip.Addr
+	resolvedAt time.Time
+}
+
+const (
+	// reresolveAfter bounds how often an IP the cache does not know makes the
+	// Network ask the runtime again (a recreated sandbox with a new IP).
+	reresolveAfter = 2 * time.Second
+	// nodeAddrsTTL is how long this node's addresses are reused.
+	nodeAddrsTTL = 10 * time.Second
+)
 
 // NewNetwork returns a Network that resolves pods with resolve, each call
 // bounded by a 5 s timeout.
 func NewNetwork(resolve Resolver) *Network {
-	return &Network{resolve: resolve, timeout: 5 * time.Second, host: HostDialer(), pods: map[string]*Dialer{}}
+	return &Network{resolve: resolve, timeout: 5 * time.Second, host: HostDialer(), hostAddrs: interfaceAddrs, pods: map[string]*podNet{}}
 }
 
 var _ prober.Network = (*Network)(nil)
 
-// DialerFor returns the pod's Dialer. hostNetwork pods get the host Dialer;
-// the others one that prefers the pod's loopback (see inPod).
+// DialerFor returns a Dialer that reaches only the pod: pod.IP, and for a pod
+// with a network namespace of its own its loopback, dialled inside that
+// namespace. A hostNetwork pod's loopback is the node's, so it is never
+// dialled. An empty pod IP, or one that is not the pod's, is refused.
 func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
-	d, err := n.dialer(pod)
-	switch {
-	case err != nil:
-		return nil, err
-	case d == n.host:
-		return d, nil
+	if pod.IP == "" {
+		return nil, fmt.Errorf("%w: the pod's IP is not known", prober.ErrRefused)
 	}
-	return inPod{Dialer: d, ip: pod.IP}, nil
+	ip, err := netip.ParseAddr(pod.IP)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pod IP %q is not an IP address", prober.ErrRefused, pod.IP)
+	}
+	ip = ip.Unmap()
+	pn, err := n.podNet(pod, ip)
+	if err != nil {
+		return nil, err
+	}
+	if pn.d == n.host {
+		if !slices.Contains(n.nodeAddrs(), ip) {
+			return nil, fmt.Errorf("%w: IP %s of hostNetwork pod %s/%s is not an address of this node", prober.ErrRefused, ip, pod.Namespace, pod.Name)
+		}
+		return podOnly{Dialer: n.host, ip: ip}, nil
+	}
+	if !slices.Contains(pn.ips, ip) {
+		return nil, fmt.Errorf("%w: IP %s is not pod %s/%s's own; the runtime reports %v", prober.ErrRefused, ip, pod.Namespace, pod.Name, pn.ips)
+	}
+	return podOnly{Dialer: pn.d, ip: ip, loopback: true}, nil
 }
 
-func (n *Network) dialer(pod prober.PodRef) (*Dialer, error) {
+// podNet returns what is known of the pod's network, resolving it when the
+// pod is new, its namespace went away, or ip is not among its IPs (at most
+// every reresolveAfter).
+func (n *Network) podNet(pod prober.PodRef, ip netip.Addr) (*podNet, error) {
 	if pod.HostNetwork {
-		return n.host, nil
+		return &podNet{d: n.host}, nil
 	}
 	n.mu.Lock()
-	d, ok := n.pods[pod.UID]
+	pn, ok := n.pods[pod.UID]
 	n.mu.Unlock()
-	if ok && !d.Stale() {
-		return d, nil
+	if ok && !pn.d.Stale() && (pn.d == n.host || slices.Contains(pn.ips, ip) || time.Since(pn.resolvedAt) < reresolveAfter) {
+		return pn, nil
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), n.timeout)
 	defer cancel()
-	path, hostNet, err := n.resolve(ctx, pod.UID)
+	path, hostNet, ips, err := n.resolve(ctx, pod.UID)
 	if err != nil {
 		return nil, fmt.Errorf("network namespace of pod %s: %w", pod.UID, err)
 	}
-	if hostNet {
-		d = n.host
-	} else {
+	pn = &podNet{d: n.host, resolvedAt: time.Now()}
+	if !hostNet {
 		if path == "" {
 			return nil, fmt.Errorf("%w: pod %s has no network namespace path", ErrNotFound, pod.UID)
 		}
-		if d, err = NewDialer(path); err != nil {
+		for _, s := range ips {
+			if a, err := netip.ParseAddr(s); err == nil {
+				pn.ips = append(pn.ips, a.Unmap())
+			}
+		}
+		if pn.d, err = NewDialer(path); err != nil {
 			return nil, fmt.Errorf("network namespace of pod %s: %w", pod.UID, err)
 		}
 	}
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if cur, ok := n.pods[pod.UID]; ok && cur != d {
-		if cur.Stale() || cur.Path() != d.Path() {
-			cur.Close()
+	if cur, ok := n.pods[pod.UID]; ok && cur.d != n.host && cur.d != pn.d {
+		if !cur.d.Stale() && pn.d != n.host && cur.d.Path() == pn.d.Path() {
+			// The same namespace (another probe resolved it too, or only the IPs were asked
+			// again): keep one handle, which probes of the pod may be dialling through now.
+			pn.d.Close()
+			pn.d = cur.d
 		} else {
-			// Another probe of this pod resolved it first: keep one handle.
-			d.Close()
-			return cur, nil
+			cur.d.Close()
 		}
 	}
-	n.pods[pod.UID] = d
-	return d, nil
+	n.pods[pod.UID] = pn
+	return pn, nil
 }
 
-// inPod dials the pod's own IP on the pod's loopback first: inside the pod's
-// namespace 127.0.0.1 is the pod itself, so a server bound only to loopback,
-// which the kubelet cannot probe, is reachable. A server bound only to the pod
-// IP refuses the loopback connection at once and is dialled next. Never used
-// for hostNetwork pods, whose loopback is the node's.
-type inPod struct {
+// nodeAddrs returns this node's addresses (the service's own namespace), a
+// hostNetwork pod's IP being one of them.
+func (n *Network) nodeAddrs() []netip.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.node == nil || time.Since(n.nodeAt) > nodeAddrsTTL {
+		if addrs, err := n.hostAddrs(); err == nil {
+			n.node, n.nodeAt = addrs, time.Now()
+		}
+	}
+	return n.node
+}
+
+func interfaceAddrs() ([]netip.Addr, error) {
+	as, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out, nil
+}
+
+// podOnly dials the pod's IP, and its loopback when loopback is set (a pod
+// with a namespace of its own: there loopback is the pod). Anything else is
+// refused: the engine never asks for it, and a Dialer must not be a way to
+// reach what the pod is not.
+type podOnly struct {
 	*Dialer
-	ip string
+	ip       netip.Addr
+	loopback bool
 }
 
-func (d inPod) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(address)
-	if err != nil || d.ip == "" || host != d.ip {
-		return d.Dialer.DialContext(ctx, network, address)
+func (d podOnly) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidAddress, err)
 	}
-	loopback := "127.0.0.1"
-	if ip := net.ParseIP(d.ip); ip != nil && ip.To4() == nil {
-		loopback = "::1"
+	a, err := netip.ParseAddr(host)
+	if err == nil {
+		if a = a.Unmap(); a == d.ip || (d.loopback && a.IsLoopback()) {
+			return d.Dialer.DialContext(ctx, network, address)
+		}
 	}
-	conn, err := d.Dialer.DialContext(ctx, network, net.JoinHostPort(loopback, port))
-	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
-		return conn, err
+	what := "the pod's IP " + d.ip.String()
+	if d.loopback {
+		what += " or its loopback"
 	}
-	return d.Dialer.DialContext(ctx, network, address)
+	return nil, fmt.Errorf("%w: %s is not %s", prober.ErrRefused, address, what)
 }
 
 // Forget closes the pod's namespace handle, if any.
 func (n *Network) Forget(podUID string) {
 	n.mu.Lock()
-	d, ok := n.pods[podUID]
+	pn, ok := n.pods[podUID]
 	delete(n.pods, podUID)
 	n.mu.Unlock()
-	if ok && d != n.host {
-		d.Close()
+	if ok && pn.d != n.host {
+		pn.d.Close()
 	}
 }
 
@@ -136,12 +216,12 @@ func (n *Network) Forget(podUID string) {
 func (n *Network) Close() error {
 	n.mu.Lock()
 	pods := n.pods
-	n.pods = map[string]*Dialer{}
+	n.pods = map[string]*podNet{}
 	n.mu.Unlock()
 	var errs []error
-	for _, d := range pods {
-		if d != n.host {
-			errs = append(errs, d.Close())
+	for _, pn := range pods {
+		if pn.d != n.host {
+			errs = append(errs, pn.d.Close())
 		}
 	}
 	return errors.Join(errs...)

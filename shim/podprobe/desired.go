@@ -62,6 +62,10 @@ func desiredFromSpec(spec *v1alpha1.NodePodProbeSpec) (run []prober.Desired, ref
 			}
 			opts.Liveness = isLiveness(p.Name)
 			errs = append(errs, validation.ValidateProbe(&p.Probe.Probe, opts, path.Child("probe"))...)
+			if pp.IP == "" && p.Probe.Exec == nil {
+				// Nothing to dial but the pod's own address; never loopback or the node instead.
+				errs = append(errs, field.Required(podPath.Child("IP"), "the pod's IP, the only address a network probe goes to"))
+			}
 			if len(errs) > 0 {
 				refused = append(refused, refusal{key: key, pod: meta, reason: refusalMessage(errs)})
 				continue

@@ -501,3 +501,41 @@ func TestExecutorOnlyOwnNode(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	waitSummary(t, c, crr, " done=false ", time.Second)
 }
+
+// A request in another namespace whose pod-uid label names this pod (written past admission):
+// refused with a message, nothing run, nothing stopped.
+func TestExecutorRefusesAnotherNamespacesPod(t *testing.T) {
+	n, c := setup(t, nil)
+	startExecutor(t, n)
+	attacker := fmt.Sprintf("crr-%d", seq.Add(1))
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: attacker}}); err != nil {
+		t.Fatal(err)
+	}
+	crr := request(t, c, n, "cross", func(r *v1alpha1.ContainerRecreateRequest) { r.Namespace = attacker })
+	got := waitSummary(t, c, crr, "Completed done=true a=Failed b=Failed", 10*time.Second)
+	want := fmt.Sprintf("refused by node node-a: label crr.apps.kruise.io/pod-uid=%s does not name pod %s/web on node node-a", n.pod.UID, attacker)
+	if got.Status.Message != want {
+		t.Errorf("message %q, want %q", got.Status.Message, want)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if s := n.stopped(); len(s) != 0 || len(n.execs) != 0 {
+		t.Errorf("stops %v, execs %v; want none", s, n.execs)
+	}
+}
+
+// preStop hooks written into the request (not by admission) never run: the pod's own hook of
+// a runs, b (which has none in the pod) runs nothing.
+func TestExecutorRunsThePodsPreStop(t *testing.T) {
+	n, c := setup(t, nil)
+	startExecutor(t, n)
+	crr := request(t, c, n, "forged", func(r *v1alpha1.ContainerRecreateRequest) {
+		r.Spec.Containers[0].PreStop = &v1alpha1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"touch", "/a-forged"}}}
+		r.Spec.Containers[1].PreStop = &v1alpha1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"touch", "/b-forged"}}}
+	})
+	waitSummary(t, c, crr, "Completed done=true a=Succeeded(killed) b=Succeeded(killed)", 10*time.Second)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if fmt.Sprint(n.execs) != "[a1:drain]" {
+		t.Errorf("execs %v, want only the pod's own preStop of a", n.execs)
+	}
+}

@@ -219,7 +219,8 @@ func evalContainer(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v
 	}
 	m.missingSince = time.Time{}
 	running := obs.rtOK && obs.rt.Running
-	return st, &killOrder{container: c.Name, target: cur, preStop: c.PreStop != nil && running}, time.Time{}
+	hook, _ := hookOf(in.pod, c.Name) // the pod's own hook, never the request's copy
+	return st, &killOrder{container: c.Name, target: cur, preStop: hook != nil && running}, time.Time{}
 }
 
 // follow is the state of a container whose instance killed was stopped (or replaced): Succeeded

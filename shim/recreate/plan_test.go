@@ -46,7 +46,9 @@ func newWorld(mut func(*v1alpha1.ContainerRecreateRequestStrategy)) *world {
 				ContainerRecreateStates: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 					{Name: "a", Phase: v1alpha1.ContainerRecreateRequestPending}, {Name: "b", Phase: v1alpha1.ContainerRecreateRequestPending}}},
 		},
-		pod: &corev1.Pod{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways}},
+		pod: &corev1.Pod{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Containers: []corev1.Container{
+			{Name: "a", Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"drain"}}}}},
+			{Name: "b"}}}},
 		rt:  map[string]prober.ContainerStatus{},
 		api: map[string]*corev1.ContainerStatus{},
 		mem: map[string]*memory{},

@@ -22,14 +22,13 @@ const userAgent = "kube-lifecycle/1.37"
 // maxHookOutput caps what of a hook's output goes into a message.
 const maxHookOutput = 256
 
-// runPreStop runs the container's preStop hook, bounded by grace (the kubelet's rule: the hook
-// runs inside the grace period). Network hooks are dialled inside the pod's network namespace
+// runPreStop runs h, the container's preStop hook from the pod spec (ports are the container's),
+// bounded by grace (the kubelet's rule: the hook runs inside the grace period). Network hooks are dialled inside the pod's network namespace
 // and reach only the pod. An error says why the hook failed; the container is stopped anyway.
 func runPreStop(ctx context.Context, rt Runtime, network prober.Network, pod *corev1.Pod,
-	c *v1alpha1.ContainerRecreateRequestContainer, containerID string, grace time.Duration) error {
+	h *v1alpha1.ProbeHandler, ports []corev1.ContainerPort, containerID string, grace time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
-	h := c.PreStop
 	switch {
 	case h.Exec != nil:
 		res, err := rt.Exec(ctx, containerID, h.Exec.Command, grace)
@@ -44,9 +43,9 @@ func runPreStop(ctx context.Context, rt Runtime, network prober.Network, pod *co
 		}
 		return nil
 	case h.HTTPGet != nil:
-		return httpHook(ctx, network, pod, c, h.HTTPGet)
+		return httpHook(ctx, network, pod, ports, h.HTTPGet)
 	case h.TCPSocket != nil:
-		d, addr, err := target(network, pod, c, h.TCPSocket.Host, h.TCPSocket.Port)
+		d, addr, err := target(network, pod, ports, h.TCPSocket.Host, h.TCPSocket.Port)
 		if err != nil {
 			return err
 		}
@@ -59,8 +58,8 @@ func runPreStop(ctx context.Context, rt Runtime, network prober.Network, pod *co
 	return nil
 }
 
-func httpHook(ctx context.Context, network prober.Network, pod *corev1.Pod, c *v1alpha1.ContainerRecreateRequestContainer, a *corev1.HTTPGetAction) error {
-	d, addr, err := target(network, pod, c, a.Host, a.Port)
+func httpHook(ctx context.Context, network prober.Network, pod *corev1.Pod, ports []corev1.ContainerPort, a *corev1.HTTPGetAction) error {
+	d, addr, err := target(network, pod, ports, a.Host, a.Port)
 	if err != nil {
 		return err
 	}
@@ -76,17 +75,17 @@ func httpHook(ctx context.Context, network prober.Network, pod *corev1.Pod, c *v
 
 // target is where a network hook connects, and the dialer for the pod: only the pod itself,
 // whatever the hook says (a request written around admission must not reach other machines).
-func target(network prober.Network, pod *corev1.Pod, c *v1alpha1.ContainerRecreateRequestContainer,
+func target(network prober.Network, pod *corev1.Pod, ports []corev1.ContainerPort,
 	host string, port intstr.IntOrString) (prober.Dialer, string, error) {
 	ref := prober.PodRef{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
 		IP: pod.Status.PodIP, HostNetwork: pod.Spec.HostNetwork}
-	ports := make(map[string]int32, len(c.Ports))
-	for _, cp := range c.Ports {
+	named := make(map[string]int32, len(ports))
+	for _, cp := range ports {
 		if cp.Name != "" {
-			ports[cp.Name] = cp.ContainerPort
+			named[cp.Name] = cp.ContainerPort
 		}
 	}
-	addr, err := prober.Address(ref, host, port, ports)
+	addr, err := prober.Address(ref, host, port, named)
 	if err != nil {
 		return nil, "", fmt.Errorf("preStop hook: %w", err)
 	}

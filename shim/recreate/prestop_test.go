@@ -50,6 +50,7 @@ func TestPreStopHooks(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	pod.UID, pod.Namespace, pod.Name = "uid-1", "ns", "web"
+	pod.Status.PodIP = "127.0.0.1" // the test's loopback stands in for the pod
 	ok := execStub(func(context.Context, []string, time.Duration) (prober.ExecResult, error) {
 		return prober.ExecResult{}, nil
 	})
@@ -77,16 +78,15 @@ func TestPreStopHooks(t *testing.T) {
 		{"httpGet error status", v1alpha1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/fail", Port: intstr.FromInt(port)}}, ok,
 			"preStop hook: HTTP GET /fail answered 503"},
 		{"httpGet to another host", v1alpha1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt(80)}}, ok,
-			`preStop hook: probe host "169.254.169.254" is not the pod`},
+			`preStop hook: probe refused: probe host "169.254.169.254" is not the pod`},
 		{"unknown named port", v1alpha1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("grpc")}}, ok,
 			`preStop hook: port "grpc" not found in the container's ports`},
 		{"tcpSocket", v1alpha1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt(port)}}, ok, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &network{}
-			c := &v1alpha1.ContainerRecreateRequestContainer{Name: "main", PreStop: &tc.hook,
-				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
-			err := runPreStop(context.Background(), tc.rt, n, pod, c, "id", 200*time.Millisecond)
+			ports := []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}
+			err := runPreStop(context.Background(), tc.rt, n, pod, &tc.hook, ports, "id", 200*time.Millisecond)
 			if msg := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && msg != tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}

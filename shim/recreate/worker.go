@@ -180,6 +180,9 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 	}
 	now := w.e.cfg.Clock.Now()
 	log := w.logFor(crr)
+	if why := refusal(crr, pod, w.e.cfg.Node); why != "" {
+		return poll, w.refuse(ctx, crr, why, now)
+	}
 
 	if crr.Status.Phase != v1alpha1.ContainerRecreateRequestRecreating {
 		st := crr.Status.DeepCopy()
@@ -261,6 +264,26 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 	return d.wake.Sub(now), nil
 }
 
+// refuse completes a request the node will not act on (see refusal): every container not yet
+// done is Failed, and the message says why, so its author sees it at once instead of a request
+// that never starts.
+func (w *podWorker) refuse(ctx context.Context, crr *v1alpha1.ContainerRecreateRequest, why string, now time.Time) error {
+	msg := capMessage("refused by node " + w.e.cfg.Node + ": " + why)
+	st := crr.Status.DeepCopy()
+	st.Phase, st.Message, st.CompletionTime = v1alpha1.ContainerRecreateRequestCompleted, msg, &metav1.Time{Time: now}
+	st.ContainerRecreateStates = initialStates(crr)
+	for i := range st.ContainerRecreateStates {
+		if s := &st.ContainerRecreateStates[i]; !terminal(s.Phase) {
+			s.Phase, s.Message = v1alpha1.ContainerRecreateRequestFailed, "not recreated: the node refused the request"
+		}
+	}
+	if err := w.patchStatus(ctx, crr, st); err != nil {
+		return err
+	}
+	w.logFor(crr).WithField("podUID", w.podUID).WithField("reason", why).Warn("ContainerRecreateRequest refused")
+	return nil
+}
+
 func initialStates(crr *v1alpha1.ContainerRecreateRequest) []v1alpha1.ContainerRecreateRequestContainerRecreateState {
 	prev := map[string]v1alpha1.ContainerRecreateRequestContainerRecreateState{}
 	for _, s := range crr.Status.ContainerRecreateStates {
@@ -330,7 +353,10 @@ func (w *podWorker) kill(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod
 		return
 	}
 
-	if c := specContainer(crr, k.container); k.preStop && grace > 0 && c != nil && c.PreStop != nil {
+	if h, ports := hookOf(pod, k.container); k.preStop && grace > 0 && h != nil {
+		if c := specContainer(crr, k.container); c != nil && c.PreStop != nil && !equality.Semantic.DeepEqual(c.PreStop, h) {
+			log.Warn("the request's preStop differs from the pod's; running the pod's own")
+		}
 		ok := w.update(r.ctx, crr, func(cur *v1alpha1.ContainerRecreateRequest) bool {
 			s := stateOf(cur, k.container)
 			if s == nil || s.IsKilled || terminal(s.Phase) {
@@ -342,7 +368,7 @@ func (w *podWorker) kill(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod
 		if !ok {
 			return
 		}
-		err := runPreStop(r.ctx, w.e.cfg.Runtime, w.e.cfg.Network, pod, c, k.target, grace)
+		err := runPreStop(r.ctx, w.e.cfg.Runtime, w.e.cfg.Network, pod, h, ports, k.target, grace)
 		if r.ctx.Err() != nil {
 			log.Info("request ended during the preStop hook; the container is not stopped")
 			return

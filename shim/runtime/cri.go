@@ -37,6 +37,9 @@ type Sandbox struct {
 	// NetNSPath is the pod's network namespace (e.g. /var/run/netns/cni-…);
 	// empty for hostNetwork pods or when the runtime did not report it.
 	NetNSPath string
+	// IPs are the pod's IPs as the runtime reports them (PodSandboxStatus
+	// network ip and additional ips); empty for hostNetwork pods.
+	IPs []string
 }
 
 // Container is one container of a pod as CRI reports it.
@@ -94,6 +97,14 @@ func (c *Client) PodSandbox(ctx context.Context, podUID string) (Sandbox, error)
 	}
 	if !sb.HostNetwork {
 		sb.NetNSPath = netNSPath(st.GetInfo())
+		if ip := s.GetNetwork().GetIp(); ip != "" {
+			sb.IPs = append(sb.IPs, ip)
+		}
+		for _, ip := range s.GetNetwork().GetAdditionalIps() {
+			if ip.GetIp() != "" {
+				sb.IPs = append(sb.IPs, ip.GetIp())
+			}
+		}
 	}
 	return sb, nil
 }
@@ -135,21 +146,21 @@ func netNSPath(info map[string]string) string {
 	return ""
 }
 
-// PodNetwork returns the pod's network namespace path, or hostNetwork. It
-// has the shape of netns.Resolver. A sandbox that is not ready has no
-// usable namespace: ErrNotFound.
-func (c *Client) PodNetwork(ctx context.Context, podUID string) (path string, hostNetwork bool, err error) {
+// PodNetwork returns the pod's network namespace path and IPs, or
+// hostNetwork. It has the shape of netns.Resolver. A sandbox that is not
+// ready has no usable namespace: ErrNotFound.
+func (c *Client) PodNetwork(ctx context.Context, podUID string) (path string, hostNetwork bool, ips []string, err error) {
 	sb, err := c.PodSandbox(ctx, podUID)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	if sb.HostNetwork {
-		return "", true, nil
+		return "", true, nil, nil
 	}
 	if !sb.Ready || sb.NetNSPath == "" {
-		return "", false, fmt.Errorf("network namespace of pod %s (sandbox %s, ready %t): %w", podUID, sb.ID, sb.Ready, ErrNotFound)
+		return "", false, nil, fmt.Errorf("network namespace of pod %s (sandbox %s, ready %t): %w", podUID, sb.ID, sb.Ready, ErrNotFound)
 	}
-	return sb.NetNSPath, false, nil
+	return sb.NetNSPath, false, sb.IPs, nil
 }
 
 // PodContainers lists the pod's containers, newest first, with StartedAt of

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -175,16 +173,16 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 }
 
 // kill ends a timed-out or abandoned exec: first every process it started
-// (runc would only signal the exec process itself, and its children would
-// be left behind, adopted by the container's init), then the process, and
-// waits a bounded time for its exit.
+// (see killDescendants), then the process, and waits a bounded time for its
+// exit.
 func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
 	if pid := int(proc.Pid()); pid > 0 {
 		// Twice: a child forked while the tree was being walked is caught
 		// by the second pass.
 		for range 2 {
-			for _, d := range descendants(pid) {
-				syscall.Kill(d, syscall.SIGKILL)
+			if _, err := killDescendants(pid); err != nil {
+				c.log.WithError(err).Debug("kill the processes a timed-out exec started")
+				break
 			}
 		}
 	}
@@ -197,34 +195,6 @@ func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan
 	case <-exitc:
 	case <-kctx.Done():
 	}
-}
-
-// descendants lists the host PIDs of every process below pid, from
-// /proc/PID/task/TID/children (children first is not needed: SIGKILL
-// cannot be caught).
-func descendants(pid int) []int {
-	var out []int
-	queue := []int{pid}
-	seen := map[int]bool{pid: true}
-	for len(queue) > 0 && len(out) < 4096 {
-		p := queue[0]
-		queue = queue[1:]
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
-		for _, t := range tasks {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if child, err := strconv.Atoi(f); err == nil && !seen[child] {
-					seen[child] = true
-					out = append(out, child)
-					queue = append(queue, child)
-				}
-			}
-		}
-	}
-	return out
 }
 
 // drain waits for the output copy to finish, at most d, then stops it.

@@ -136,7 +136,7 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	if !sb.HostNetwork || sb.NetNSPath != "" || !sb.Ready || sb.Name != hp.name || sb.Namespace != hp.namespace || sb.ID != hp.sandboxID {
 		t.Fatalf("hostNetwork sandbox: %+v", sb)
 	}
-	if _, host, err := r.client.PodNetwork(ctx, hp.uid); err != nil || !host {
+	if _, host, _, err := r.client.PodNetwork(ctx, hp.uid); err != nil || !host {
 		t.Fatalf("PodNetwork(hostNetwork pod) = %t, %v", host, err)
 	}
 
@@ -156,9 +156,9 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	// A server bound to 127.0.0.1 inside the pod is reached through the
 	// pod's namespace, and not from the host.
 	r.runContainer(t, p, "web", 0, "/bin/httpd", "-f", "-p", "127.0.0.1:8080", "-h", "/tmp")
-	path, host, err := r.client.PodNetwork(ctx, p.uid)
-	if err != nil || host || path != sb.NetNSPath {
-		t.Fatalf("PodNetwork = %q, %t, %v", path, host, err)
+	path, host, ips, err := r.client.PodNetwork(ctx, p.uid)
+	if err != nil || host || path != sb.NetNSPath || len(ips) == 0 {
+		t.Fatalf("PodNetwork = %q, %t, %v, %v", path, host, ips, err)
 	}
 	d, err := netns.NewDialer(path)
 	if err != nil {
@@ -190,7 +190,7 @@ func TestRealSandboxAndNetns(t *testing.T) {
 
 	// After the sandbox stops, its namespace is not found.
 	r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
-	if _, _, err := r.client.PodNetwork(ctx, p.uid); !errors.Is(err, ErrNotFound) {
+	if _, _, _, err := r.client.PodNetwork(ctx, p.uid); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("PodNetwork of a stopped sandbox: %v, want ErrNotFound", err)
 	}
 	if _, err := d.DialContext(ctx, "tcp", "127.0.0.1:8080"); !errors.Is(err, netns.ErrNotFound) {

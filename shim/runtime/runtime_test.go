@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/events"
 	"github.com/containerd/typeurl/v2"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -84,7 +87,8 @@ func (f *fakeCRI) PodSandboxStatus(_ context.Context, r *criapi.PodSandboxStatus
 		}
 		return &criapi.PodSandboxStatusResponse{
 			Status: &criapi.PodSandboxStatus{Id: s.Id, Metadata: s.Metadata, State: s.State, CreatedAt: s.CreatedAt,
-				Linux: &criapi.LinuxPodSandboxStatus{Namespaces: &criapi.Namespace{Options: &criapi.NamespaceOption{Network: mode}}}},
+				Network: &criapi.PodSandboxNetworkStatus{Ip: "10.88.0." + s.Id[:1], AdditionalIps: []*criapi.PodIP{{Ip: "fd00::" + s.Id[:1]}}},
+				Linux:   &criapi.LinuxPodSandboxStatus{Namespaces: &criapi.Namespace{Options: &criapi.NamespaceOption{Network: mode}}}},
 			Info: map[string]string{"info": f.info[s.Id]},
 		}, nil
 	}
@@ -204,16 +208,16 @@ func TestPodSandbox(t *testing.T) {
 	if sb.ID != "ready" || !sb.Ready || sb.HostNetwork || sb.NetNSPath != wantPath || sb.Name != "web-0" || sb.Namespace != "default" {
 		t.Fatalf("PodSandbox(u1) = %+v", sb)
 	}
-	if p, host, err := c.PodNetwork(ctx, "u1"); p != wantPath || host || err != nil {
-		t.Fatalf("PodNetwork(u1) = %q %t %v", p, host, err)
+	if p, host, ips, err := c.PodNetwork(ctx, "u1"); p != wantPath || host || fmt.Sprint(ips) != "[10.88.0.r fd00::r]" || err != nil {
+		t.Fatalf("PodNetwork(u1) = %q %t %v %v", p, host, ips, err)
 	}
 
 	sb, err = c.PodSandbox(ctx, "u2")
 	if err != nil || !sb.HostNetwork || sb.NetNSPath != "" {
 		t.Fatalf("PodSandbox(hostNetwork) = %+v, %v", sb, err)
 	}
-	if p, host, err := c.PodNetwork(ctx, "u2"); p != "" || !host || err != nil {
-		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v", p, host, err)
+	if p, host, ips, err := c.PodNetwork(ctx, "u2"); p != "" || !host || len(ips) != 0 || err != nil {
+		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v %v", p, host, ips, err)
 	}
 
 	// Unparsable info: no path, no panic; PodNetwork says not found.
@@ -221,7 +225,7 @@ func TestPodSandbox(t *testing.T) {
 		t.Fatalf("PodSandbox(garbage) = %+v, %v", sb, err)
 	}
 	for _, uid := range []string{"u3", "u4", "nope"} {
-		if _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
+		if _, _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
 			t.Errorf("PodNetwork(%s) = %v, want ErrNotFound", uid, err)
 		}
 	}
@@ -359,14 +363,25 @@ func TestCappedOutput(t *testing.T) {
 	}
 }
 
-func TestDescendants(t *testing.T) {
+// pids lists the PIDs of refs and closes their pidfds.
+func pids(refs []pidRef, err error) []int {
+	defer closeRefs(refs)
+	var out []int
+	for _, r := range refs {
+		out = append(out, r.pid)
+	}
+	return out
+}
+
+// startTree starts sh with two sleeping children and waits until both have
+// exec'd sleep (a forked child shows the shell's command line until then).
+func startTree(t *testing.T) (*exec.Cmd, []int) {
+	t.Helper()
 	cmd := exec.Command("sh", "-c", "sleep 30 & sleep 31")
 	if err := cmd.Start(); err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	// A forked child shows the shell's command line until it has exec'd
-	// sleep: wait for both to have done so.
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sleeping := func(ds []int) bool {
 		for _, p := range ds {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
@@ -379,17 +394,98 @@ func TestDescendants(t *testing.T) {
 	var ds []int
 	for deadline := time.Now().Add(3 * time.Second); !sleeping(ds) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		ds = descendants(cmd.Process.Pid)
+		ds = pids(descendants(cmd.Process.Pid))
 	}
 	if !sleeping(ds) {
 		t.Fatalf("descendants of sh = %v, want its two sleeps", ds)
 	}
-	all := descendants(os.Getpid())
+	return cmd, ds
+}
+
+func TestDescendants(t *testing.T) {
+	cmd, ds := startTree(t)
+	all := pids(descendants(os.Getpid()))
 	if !slices.Contains(all, cmd.Process.Pid) || !slices.Contains(all, ds[0]) {
 		t.Errorf("descendants of the test = %v: sh or its children missing", all)
 	}
-	if d := descendants(1 << 30); len(d) != 0 {
+	if d := pids(descendants(1 << 30)); len(d) != 0 {
 		t.Errorf("descendants of a missing pid = %v", d)
+	}
+}
+
+// A PID read from /proc/PID/task/TID/children may belong to another
+// process by the time it is signalled: one that is not (or no longer) a
+// child of the parent it was listed under, or that sits in a shallower PID
+// namespace (the host's, for an exec in a container), is left alone.
+func TestDescendantsRefuseReusedPIDs(t *testing.T) {
+	cmd, ds := startTree(t)
+	// The test process stands for a PID reused by an unrelated process:
+	// listed under sh, it is not sh's child.
+	if r, ok := openChild(os.Getpid(), cmd.Process.Pid, 1); ok {
+		unix.Close(r.fd)
+		t.Errorf("the test process was taken for a child of sh")
+	}
+	// A real child, but the exec ran one PID namespace deeper than it.
+	_, depth, err := procStatus(ds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := openChild(ds[0], cmd.Process.Pid, depth+1); ok {
+		unix.Close(r.fd)
+		t.Errorf("a process of a shallower PID namespace was accepted")
+	}
+	if r, ok := openChild(ds[0], cmd.Process.Pid, depth); !ok {
+		t.Errorf("sh's own child was refused")
+	} else {
+		unix.Close(r.fd)
+	}
+}
+
+func TestKillDescendants(t *testing.T) {
+	cmd, ds := startTree(t)
+	n, err := killDescendants(cmd.Process.Pid)
+	if err != nil || n != 2 {
+		t.Fatalf("killDescendants = %d, %v; want 2", n, err)
+	}
+	for _, p := range ds {
+		eventuallyGone(t, p)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("sh itself was killed: %v", err)
+	}
+}
+
+// eventuallyGone waits for pid to exit (a zombie counts).
+func eventuallyGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return
+		}
+	}
+	t.Errorf("process %d still running", pid)
+}
+
+func TestParseStatus(t *testing.T) {
+	for _, tc := range []struct {
+		in          string
+		ppid, depth int
+		err         bool
+	}{
+		{"Name:\tsleep\nPPid:\t42\nNSpid:\t1234\n", 42, 1, false},
+		{"PPid:\t7\nNSpid:\t1234\t5\t1\n", 7, 3, false},
+		{"Name:\tx\nNSpid:\t1\n", 0, 0, true},
+		{"PPid:\tx\nNSpid:\t1\n", 0, 0, true},
+		{"PPid:\t1\n", 0, 0, true},
+	} {
+		ppid, depth, err := parseStatus([]byte(tc.in))
+		if (err != nil) != tc.err || ppid != tc.ppid || depth != tc.depth {
+			t.Errorf("parseStatus(%q) = %d, %d, %v", tc.in, ppid, depth, err)
+		}
 	}
 }
 

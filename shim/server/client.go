@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // FetchStatus reads the running service's status from its unix socket, for
@@ -45,9 +47,11 @@ func FetchStatus(ctx context.Context, socket string) (*Status, error) {
 
 // WriteStatus prints the status as a table for a person: one line per
 // probe, with its result, how long ago it was probed and the first line of
-// its message.
+// its message. Messages are tenants' output (what an exec probe printed,
+// what a server answered): control and formatting characters are printed
+// escaped, so none reaches the terminal as an escape sequence.
 func WriteStatus(w io.Writer, st *Status) error {
-	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", st.Node, len(st.Probes), st.Time.Format(time.RFC3339))
+	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", Printable(st.Node), len(st.Probes), st.Time.Format(time.RFC3339))
 	if len(st.Probes) == 0 {
 		return nil
 	}
@@ -55,8 +59,9 @@ func WriteStatus(w io.Writer, st *Status) error {
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPROBE\tTYPE\tRESULT\tLAST PROBE\tSINCE\tMESSAGE")
 	for _, p := range st.Probes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			p.Namespace, p.Pod, p.Container, p.Probe, orDash(p.Type), orDash(p.Result),
-			ago(st.Time, p.LastProbeTime), ago(st.Time, p.LastTransitionTime), firstLine(p.Message, 80))
+			Printable(p.Namespace), Printable(p.Pod), Printable(p.Container), Printable(p.Probe),
+			Printable(orDash(p.Type)), Printable(orDash(p.Result)),
+			ago(st.Time, p.LastProbeTime), ago(st.Time, p.LastTransitionTime), Printable(firstLine(p.Message, 80)))
 	}
 	return tw.Flush()
 }
@@ -97,4 +102,41 @@ func firstLine(s string, max int) string {
 		s += "…"
 	}
 	return s
+}
+
+// Printable escapes what a terminal would act on rather than show: C0 and C1
+// control characters (ESC starts a sequence, and so does U+009B alone; tab
+// and carriage return would break the table), DEL, Unicode format
+// characters such as bidirectional overrides, and invalid UTF-8. They are
+// written as \xNN or \uNNNN, and a backslash as \\, so the text stays
+// unambiguous.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r < 0x80 && unicode.IsControl(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -85,7 +85,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		prober.WithExecer(countingExecer{Execer: rt, m: m}),
 		prober.WithNetwork(network),
 		prober.WithRegisterer(reg),
-		prober.WithLogger(log))
+		prober.WithLogger(log),
+		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork))
 	if err != nil {
 		return err
 	}

@@ -71,16 +71,18 @@ func ValidateContainerRecreateRequestSpec(spec *v1alpha1.ContainerRecreateReques
 					v1alpha1.ContainerRecreateRequestFailurePolicyFail, v1alpha1.ContainerRecreateRequestFailurePolicyIgnore}))
 		}
 		if s.TerminationGracePeriodSeconds != nil {
-			errs = append(errs, nonNegative(*s.TerminationGracePeriodSeconds, sPath.Child("terminationGracePeriodSeconds"))...)
+			errs = append(errs, validateSeconds(*s.TerminationGracePeriodSeconds, sPath.Child("terminationGracePeriodSeconds"))...)
 		}
 		if s.UnreadyGracePeriodSeconds != nil {
-			errs = append(errs, nonNegative(*s.UnreadyGracePeriodSeconds, sPath.Child("unreadyGracePeriodSeconds"))...)
+			errs = append(errs, validateSeconds(*s.UnreadyGracePeriodSeconds, sPath.Child("unreadyGracePeriodSeconds"))...)
 		}
 		errs = append(errs, nonNegative(int64(s.MinStartedSeconds), sPath.Child("minStartedSeconds"))...)
 	}
 	if d := spec.ActiveDeadlineSeconds; d != nil && *d < MinActiveDeadlineSeconds {
 		errs = append(errs, field.Invalid(fldPath.Child("activeDeadlineSeconds"), *d,
 			"must be at least 3 seconds; leave it unset for no deadline"))
+	} else if d != nil {
+		errs = append(errs, validateSeconds(*d, fldPath.Child("activeDeadlineSeconds"))...)
 	}
 	if t := spec.TTLSecondsAfterFinished; t != nil {
 		errs = append(errs, nonNegative(int64(*t), fldPath.Child("ttlSecondsAfterFinished"))...)

@@ -102,7 +102,7 @@ func TestValidateContainerRecreateRequest(t *testing.T) {
 		{name: "preStop httpGet host", mutate: func(c *v1alpha1.ContainerRecreateRequest) {
 			c.Spec.Containers[0].PreStop.HTTPGet.Host = "169.254.169.254"
 		}, want: []wantErr{
-			forbidden("spec.containers[0].preStop.httpGet.host", "must not be set: the probe always targets the pod itself")}},
+			forbidden("spec.containers[0].preStop.httpGet.host", "must be empty (the probe goes to the pod's IP) or name the pod's own loopback")}},
 		{name: "preStop Host header elsewhere", mutate: func(c *v1alpha1.ContainerRecreateRequest) {
 			c.Spec.Containers[0].PreStop.HTTPGet.HTTPHeaders[0].Value = "metadata.google.internal"
 		}, want: []wantErr{invalid("spec.containers[0].preStop.httpGet.httpHeaders[0].value", "the pod's IP 10.244.2.9")}},

@@ -40,7 +40,7 @@ func TestValidateContainerProbeContext(t *testing.T) {
 			return p
 		}, want: []wantErr{invalid(at+"[1].livenessProbe.successThreshold", "must be 1 for a liveness probe")}},
 		{name: "native probe with host", mutate: func(p []v1alpha1.ContainerLivenessProbe) []v1alpha1.ContainerLivenessProbe {
-			p[0].LivenessProbe.HTTPGet.Host = "127.0.0.1"
+			p[0].LivenessProbe.HTTPGet.Host = "169.254.169.254"
 			return p
 		}, want: []wantErr{forbidden(at+"[0].livenessProbe.httpGet.host", "")}},
 	}

@@ -77,8 +77,8 @@ func TestValidateNodePodProbe(t *testing.T) {
 			required("spec.podProbes[0].probes[1].probe", "exactly one of exec, httpGet, tcpSocket or grpc")}},
 
 		// The node service must refuse anything aimed elsewhere than the pod.
-		{name: "httpGet host", mutate: func(n *v1alpha1.NodePodProbe) { n.Spec.PodProbes[0].Probes[0].Probe.HTTPGet.Host = "127.0.0.1" }, want: []wantErr{
-			forbidden("spec.podProbes[0].probes[0].probe.httpGet.host", "must not be set: the probe always targets the pod itself")}},
+		{name: "httpGet host", mutate: func(n *v1alpha1.NodePodProbe) { n.Spec.PodProbes[0].Probes[0].Probe.HTTPGet.Host = "10.244.1.1" }, want: []wantErr{
+			forbidden("spec.podProbes[0].probes[0].probe.httpGet.host", "must be empty (the probe goes to the pod's IP) or name the pod's own loopback")}},
 		{name: "tcpSocket host", mutate: func(n *v1alpha1.NodePodProbe) {
 			n.Spec.PodProbes[1].Probes[0].Probe.TCPSocket.Host = "kubernetes.default"
 		}, want: []wantErr{

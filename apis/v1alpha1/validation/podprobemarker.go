@@ -3,10 +3,8 @@
 package validation
 
 import (
-	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,17 +15,6 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
 
-// builtinPodConditions are the condition types the kubelet and the control plane own; a marker
-// writing one of them would fight them.
-var builtinPodConditions = []string{
-	string(corev1.PodReady),
-	string(corev1.ContainersReady),
-	string(corev1.PodInitialized),
-	string(corev1.PodScheduled),
-	string(corev1.PodReadyToStartContainers),
-	string(corev1.DisruptionTarget),
-}
-
 // ValidatePodProbeMarker checks a PodProbeMarker on create.
 func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
 	return ValidatePodProbeMarkerSpec(&ppm.Spec, field.NewPath("spec"))
@@ -36,7 +23,7 @@ func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
 // ValidatePodProbeMarkerUpdate checks a PodProbeMarker on update: the new object must be valid and
 // its selector unchanged, because the marker must keep cleaning up the pods it already labelled.
 func ValidatePodProbeMarkerUpdate(newObj, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
-	errs := ValidatePodProbeMarker(newObj)
+	errs := grandfatherReserved(ValidatePodProbeMarker(newObj), newObj, oldObj)
 	if !equality.Semantic.DeepEqual(newObj.Spec.Selector, oldObj.Spec.Selector) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "selector"),
 			metav1.FormatLabelSelector(newObj.Spec.Selector),
@@ -89,16 +76,13 @@ func ValidatePodProbeMarkerSpec(spec *v1alpha1.PodProbeMarkerSpec, fldPath *fiel
 		if c := p.PodConditionType; c != "" {
 			cPath := pPath.Child("podConditionType")
 			errs = append(errs, qualifiedName(c, cPath)...)
-			if slices.Contains(builtinPodConditions, c) {
-				errs = append(errs, field.Invalid(cPath, c, "must not be a built-in pod condition ("+
-					strings.Join(builtinPodConditions, ", ")+"); use your own, e.g. example.com/"+strings.ToLower(c)))
-			}
 			if conditions[c] {
 				errs = append(errs, field.Duplicate(cPath, c))
 			}
 			conditions[c] = true
 		}
 		errs = append(errs, validateMarkerPolicies(p.MarkerPolicy, pPath.Child("markerPolicy"))...)
+		errs = append(errs, validateReservedMarks(p, pPath)...)
 	}
 	errs = append(errs, validateMarkerBounds(spec, fldPath)...)
 	return capBadValues(errs)

@@ -35,9 +35,10 @@ type ProbeOptions struct {
 
 // ValidateProbe checks a probe spec: exactly one handler, a sane target, non-negative timing.
 //
-// A probe always runs against the pod itself (inside the pod's network namespace), so the host
-// fields are forbidden and a Host header must name the pod: its IP (opts.PodIP), a loopback
-// address or "localhost", each optionally with a port.
+// A probe always runs against the pod itself: its IP, or, when the host field names it, its own
+// loopback inside its network namespace (see NamesLoopback); any other host is forbidden. A Host
+// header must name the pod: its IP (opts.PodIP), a loopback address or "localhost", each
+// optionally with a port; it only sets the header, never where the probe connects.
 func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
 	if probe == nil {
 		return field.ErrorList{field.Required(fldPath, "a probe is required")}
@@ -56,6 +57,8 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 	if g := probe.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
 		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g,
 			"must be greater than 0 when set; leave it unset to use the pod's grace period"))
+	} else if g != nil {
+		errs = append(errs, validateSeconds(*g, fldPath.Child("terminationGracePeriodSeconds"))...)
 	}
 	return errs
 }
@@ -107,13 +110,8 @@ func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList 
 	return nil
 }
 
-const hostForbidden = "must not be set: the probe always targets the pod itself"
-
 func validateHTTPGet(get *corev1.HTTPGetAction, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if get.Host != "" {
-		errs = append(errs, field.Forbidden(fldPath.Child("host"), hostForbidden))
-	}
+	errs := validateHost(get.Host, fldPath.Child("host"))
 	if p := get.Path; p != "" {
 		switch {
 		case !strings.HasPrefix(p, "/"):
@@ -187,10 +185,7 @@ func namesPod(value, podIP string) bool {
 }
 
 func validateTCPSocket(tcp *corev1.TCPSocketAction, fldPath *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if tcp.Host != "" {
-		errs = append(errs, field.Forbidden(fldPath.Child("host"), hostForbidden))
-	}
+	errs := validateHost(tcp.Host, fldPath.Child("host"))
 	return append(errs, validatePort(tcp.Port, fldPath.Child("port"))...)
 }
 

@@ -40,6 +40,10 @@ func TestValidateProbe(t *testing.T) {
 		{name: "Host pod IP", probe: httpProbe("/", port(80), hostHeader(podIP)), opts: ProbeOptions{PodIP: podIP}},
 		{name: "Host pod IP with port", probe: httpProbe("/", port(80), hostHeader(podIP+":8080")), opts: ProbeOptions{PodIP: podIP}},
 		{name: "host header name lower case, pod IPv6", probe: httpProbe("/", port(80), corev1.HTTPHeader{Name: "host", Value: "[fd00::7]:80"}), opts: ProbeOptions{PodIP: "fd00::7"}},
+		{name: "httpGet host 127.0.0.1", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Host = "127.0.0.1" })},
+		{name: "httpGet host localhost", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Host = "LocalHost" })},
+		{name: "httpGet host ::1", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Host = "::1" })},
+		{name: "tcpSocket host 127.0.0.1", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port(22), Host: "127.0.0.1"}}}},
 		{name: "tcpSocket", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port(5432)}}}},
 		{name: "tcpSocket named port", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: name("postgres")}}}},
 		{name: "grpc", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Service: ptr("my.Service")}}}},
@@ -75,9 +79,9 @@ func TestValidateProbe(t *testing.T) {
 
 		// httpGet.
 		{name: "httpGet host", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Host = "169.254.169.254" }), want: []wantErr{
-			forbidden("probe.httpGet.host", "must not be set: the probe always targets the pod itself")}},
+			forbidden("probe.httpGet.host", "must be empty (the probe goes to the pod's IP) or name the pod's own loopback")}},
 		{name: "httpGet host naming the pod is still forbidden", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Host = podIP }), opts: ProbeOptions{PodIP: podIP}, want: []wantErr{
-			forbidden("probe.httpGet.host", "must not be set")}},
+			forbidden("probe.httpGet.host", "must be empty")}},
 		{name: "httpGet relative path", probe: httpProbe("healthz", port(80)), want: []wantErr{
 			invalid("probe.httpGet.path", "must start with '/'")}},
 		{name: "httpGet absolute URL as path", probe: httpProbe("http://example.com/", port(80)), want: []wantErr{
@@ -136,7 +140,7 @@ func TestValidateProbe(t *testing.T) {
 		{name: "tcpSocket port name too long", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: name("a-very-long-port-name")}}}, want: []wantErr{
 			invalid("probe.tcpSocket.port", "not a valid container port name: must be no more than 15 characters")}},
 		{name: "tcpSocket host", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port(22), Host: "10.0.0.1"}}}, want: []wantErr{
-			forbidden("probe.tcpSocket.host", "must not be set: the probe always targets the pod itself")}},
+			forbidden("probe.tcpSocket.host", "must be empty (the probe goes to the pod's IP) or name the pod's own loopback")}},
 		{name: "tcpSocket port zero", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: port(0)}}}, want: []wantErr{
 			required("probe.tcpSocket.port", "")}},
 		{name: "grpc port zero", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{}}}, want: []wantErr{

@@ -23,6 +23,7 @@ import (
 // options are the command's flags.
 type options struct {
 	metricsAddr      string
+	metricsSecure    bool
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionID string
@@ -50,7 +51,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	if ns == "" {
 		ns = "probeshim-system"
 	}
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview; see the ClusterRole probeshim-metrics-reader); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run the controllers only on the replica holding the Lease (webhooks run on every replica)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "probeshim-cluster", "name of the leader election Lease")

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -52,9 +53,18 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		TLSOpts: tlsOpts,
 	})}
 
+	// The metrics tell which pods fail and how the decider acts on them: not for anyone who
+	// can reach the pod. Secure serving checks each scrape's bearer token with the API server.
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+		metrics.TLSOpts = tlsOpts // a self-signed certificate: scrapers verify the token, not the server
+	}
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       metrics,
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
@@ -102,6 +112,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
+	if err := mgr.Add(probeshimwebhook.PolicyChecker{Reader: mgr.GetAPIReader()}); err != nil {
+		return err
+	}
 
 	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget)); err != nil {
 		return err

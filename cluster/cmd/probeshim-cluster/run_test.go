@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,8 +22,10 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -132,7 +135,8 @@ func TestRun(t *testing.T) {
 	var o options
 	o.bind(flagSet())
 	o.namespace = namespace
-	o.metricsAddr = "0"
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	o.metricsAddr = metricsAddr // secure by default
 	o.probeAddr = fmt.Sprintf("127.0.0.1:%d", probePort)
 	o.webhookHost, o.webhookPort = "127.0.0.1", webhookPort
 	o.certDir = t.TempDir()
@@ -192,6 +196,9 @@ func TestRun(t *testing.T) {
 		t.Errorf("policy parameters %v", params.Data)
 	}
 
+	// /metrics answers only callers the API server authenticates and authorizes for it.
+	checkMetrics(t, ctx, c, "https://"+metricsAddr+"/metrics")
+
 	// Admission through the command's own server and certificate.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0",
@@ -242,6 +249,68 @@ func TestRun(t *testing.T) {
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Error("no leader")
+	}
+}
+
+// checkMetrics scrapes url anonymously (401), as a service account RBAC does not allow (403) and
+// as one bound to the shipped ClusterRole probeshim-metrics-reader (200, with the deployment's
+// own metrics: every admission policy installed).
+func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string) {
+	t.Helper()
+	token := func(sa string) string {
+		t.Helper()
+		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}}); err != nil {
+			t.Fatal(err)
+		}
+		tr := &authenticationv1.TokenRequest{}
+		if err := c.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}}, tr); err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	scraper, other := token("scraper"), token("other")
+	if err := c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "probeshim-metrics-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: "scraper"}}}); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed; the caller is what is checked
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, 20*time.Second, nil, func() error { // the metrics server starts beside the others
+		if code, body := get(""); code == 0 {
+			return errors.New(body)
+		}
+		return nil
+	})
+	if code, body := get(""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous scrape: %d %.200s, want 401", code, body)
+	}
+	if code, body := get(other); code != http.StatusForbidden {
+		t.Errorf("scrape by a service account without probeshim-metrics-reader: %d %.200s, want 403", code, body)
+	}
+	deadline := time.Now().Add(20 * time.Second) // RBAC is seen a moment after it is written
+	for {
+		code, body := get(scraper)
+		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

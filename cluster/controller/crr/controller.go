@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
 )
 
@@ -303,7 +304,7 @@ func (r *reconciler) mustComplete(ctx context.Context, crr *v1alpha1.ContainerRe
 	}
 	created := crr.CreationTimestamp.Time
 	if d := crr.Spec.ActiveDeadlineSeconds; d != nil {
-		left := created.Add(time.Duration(*d) * time.Second).Sub(now)
+		left := created.Add(validation.SecondsDuration(*d)).Sub(now) // clamped: never overflows into "past"
 		if left <= 0 {
 			return fmt.Sprintf("recreating has exceeded the activeDeadlineSeconds (%ds)", *d), nil
 		}

@@ -32,8 +32,9 @@ func selects(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) bool {
 
 // markerProbes returns the NodePodProbe probes of marker m for pod, named "<marker>#<probe>" with
 // named ports resolved, and the probes it had to skip: no such container, an unknown port name,
-// or a probe the NodePodProbe admission would refuse (e.g. a marker written before the webhook
-// ran). The caller checks that m selects the pod.
+// a probe the NodePodProbe admission would refuse (e.g. a marker written before the webhook
+// ran), or a network probe of a hostNetwork pod to loopback or to a port the pod does not
+// declare. The caller checks that m selects the pod.
 func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.ContainerProbe, []skip) {
 	var out []v1alpha1.ContainerProbe
 	var skipped []skip
@@ -48,6 +49,9 @@ func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.Conta
 		probe, err := nppspec.ResolvePorts(&p.Probe.Probe, c)
 		if err == nil {
 			err = nppspec.CheckProbe(probe, pod.Status.PodIP, false, field.NewPath("spec", "probes").Index(i).Child("probe"))
+		}
+		if err == nil {
+			err = nppspec.CheckHostNetwork(probe, pod)
 		}
 		if err != nil {
 			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name, reason: err.Error()})

@@ -361,3 +361,32 @@ func TestPatchesAreRefusedForAnotherUID(t *testing.T) {
 	testenv.Consistently(t, 200*time.Millisecond, f.is(expect{labels: map[string]string{"stolen": ""},
 		conditions: map[string][2]string{"game.io/stolen": {"", ""}}}))
 }
+
+// A marker stored before the reserved-key rule (or written past the webhook) and a forged record
+// of what the controller set: it writes no reserved key or owned condition, and removes none of
+// Ready, OpenKruise's readiness gate or another controller's label.
+func TestReservedKeysNeverWrittenNorRemoved(t *testing.T) {
+	m := marker("old", execProbe("p", "Ready", v1alpha1.ProbeMarkerPolicy{State: v1alpha1.ProbeSucceeded,
+		Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", "mine": "x"},
+		Labels:      map[string]string{"apps.kruise.io/gate": "open"}}))
+	f := setup(t, m)
+	pod := f.get()
+	pod.Status.Conditions = append(pod.Status.Conditions,
+		corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()},
+		corev1.PodCondition{Type: "KruisePodReady", Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Labels["apps.kruise.io/gate"] = "held"
+	pod.Annotations[RecordAnnotation] = `{"labels":["apps.kruise.io/gate"],"annotations":["apps.kruise.io/container-probe-context"],"conditions":["KruisePodReady","Ready"]}`
+	if err := env.Client.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	f.spec("old#p")
+	f.status(state("old#p", v1alpha1.ProbeSucceeded, "", time.Now()))
+	f.settle(expect{
+		labels:      map[string]string{"apps.kruise.io/gate": "held"},
+		annotations: map[string]string{"mine": "x", v1alpha1.AnnotationUsingEnhancedLiveness: ""},
+		conditions:  map[string][2]string{string(corev1.PodReady): {"False", ""}, "KruisePodReady": {"True", ""}},
+	})
+}

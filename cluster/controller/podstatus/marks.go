@@ -80,7 +80,7 @@ func wanted(results []result) marks {
 		if !ok {
 			continue // no state yet
 		}
-		if t := corev1.PodConditionType(r.probe.PodConditionType); t != "" {
+		if t := corev1.PodConditionType(r.probe.PodConditionType); t != "" && !validation.ReservedCondition(string(t)) {
 			if _, taken := m.conditions[t]; !taken {
 				m.conditions[t] = condition(t, status, &r.state)
 			}
@@ -100,10 +100,14 @@ func wanted(results []result) marks {
 				}
 			} else { // the other state, or both when Unknown
 				for k := range pol.Labels {
-					m.dropLabels[k] = true
+					if !validation.ReservedMetadataKey(k) {
+						m.dropLabels[k] = true
+					}
 				}
 				for k := range pol.Annotations {
-					m.dropAnnotations[k] = true
+					if !validation.ReservedMetadataKey(k) {
+						m.dropAnnotations[k] = true
+					}
 				}
 			}
 		}
@@ -135,14 +139,15 @@ func condition(t corev1.PodConditionType, status corev1.ConditionStatus, s *v1al
 }
 
 // validLabel guards against a policy that slipped past validation: one bad label would make
-// every metadata patch of the pod fail.
+// every metadata patch of the pod fail, and a reserved one (a marker stored before the rule, or
+// written while the webhook was away) would drive what that key drives.
 func validLabel(k, v string) bool {
-	return k != RecordAnnotation && len(utilvalidation.IsQualifiedName(k)) == 0 && len(utilvalidation.IsValidLabelValue(v)) == 0
+	return !validation.ReservedMetadataKey(k) && len(utilvalidation.IsQualifiedName(k)) == 0 && len(utilvalidation.IsValidLabelValue(v)) == 0
 }
 
 func validAnnotation(k string) bool {
 	// Annotation keys are qualified names compared case-insensitively.
-	return k != RecordAnnotation && len(utilvalidation.IsQualifiedName(strings.ToLower(k))) == 0
+	return !validation.ReservedMetadataKey(k) && len(utilvalidation.IsQualifiedName(strings.ToLower(k))) == 0
 }
 
 // change is what must be written to a pod to carry its marks.
@@ -181,8 +186,8 @@ func plan(pod *corev1.Pod, m marks) change {
 	conds := slices.Collect(maps.Keys(m.conditions))
 	for _, s := range rec.Conditions {
 		t := corev1.PodConditionType(s)
-		if _, wantIt := m.conditions[t]; wantIt || present[t] == nil {
-			continue
+		if _, wantIt := m.conditions[t]; wantIt || present[t] == nil || validation.ReservedCondition(s) {
+			continue // a record naming Ready or another controller's gate was not written by us
 		}
 		c.removeConditions = append(c.removeConditions, t)
 		conds = append(conds, t) // recorded until seen gone
@@ -218,8 +223,8 @@ func diffMap(cur, want map[string]string, drop map[string]bool, recorded []strin
 		}
 	}
 	remove := func(k string) {
-		if _, wanted := want[k]; wanted {
-			return
+		if _, wanted := want[k]; wanted || validation.ReservedMetadataKey(k) {
+			return // never a key another controller or the user's own tooling owns
 		}
 		if _, ok := cur[k]; ok {
 			out[k] = nil

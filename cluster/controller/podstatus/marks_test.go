@@ -137,6 +137,12 @@ func TestPlan(t *testing.T) {
 				cond("game.io/idle", corev1.ConditionTrue, "", t0)),
 			results: []result{res("m#idle", idle, v1alpha1.ProbeSucceeded, "", t0)},
 			want:    "A+" + RecordAnnotation + "=" + fullRecord},
+		{name: "a forged record never removes Ready, another controller's gate or reserved keys",
+			pod: podWith(map[string]string{"apps.kruise.io/gate": "held"},
+				map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", RecordAnnotation: recordOf(
+					[]string{"apps.kruise.io/gate"}, []string{v1alpha1.AnnotationUsingEnhancedLiveness}, []string{"KruisePodReady", "Ready"})},
+				cond("KruisePodReady", corev1.ConditionTrue, "", t0)),
+			want: "A-" + RecordAnnotation},
 		{name: "a result without a state does nothing",
 			pod:     podWith(nil, nil),
 			results: []result{res("m#idle", idle, "", "", t0)}},
@@ -191,6 +197,31 @@ func TestWantedSkipsInvalidKeys(t *testing.T) {
 	}
 	if got := slices.Sorted(maps.Keys(m.annotations)); !slices.Equal(got, []string{"Example.com/Upper"}) {
 		t.Errorf("annotations = %v", got)
+	}
+}
+
+// A marker stored before the reserved-key rule, or written while the webhook was away, still
+// cannot make the controller write (or remove) a reserved key or an owned condition.
+func TestWantedSkipsReservedKeys(t *testing.T) {
+	p := &v1alpha1.PodContainerProbe{Name: "p", PodConditionType: "Ready", MarkerPolicy: []v1alpha1.ProbeMarkerPolicy{
+		{State: v1alpha1.ProbeSucceeded,
+			Labels: map[string]string{"ok": "v", "node-role.kubernetes.io/x": "y"},
+			Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true",
+				v1alpha1.AnnotationContainerProbeContext:     `[{"name":"main","livenessProbe":{"exec":{"command":["id"]}}}]`,
+				"controller.kubernetes.io/pod-deletion-cost": "-10"}},
+		{State: v1alpha1.ProbeFailed, Labels: map[string]string{"x.k8s.io/gate": "v", "other": "v"}}}}
+	m := wanted([]result{res("m#p", p, v1alpha1.ProbeSucceeded, "", t0)})
+	if got := slices.Sorted(maps.Keys(m.labels)); !slices.Equal(got, []string{"ok"}) {
+		t.Errorf("labels = %v", got)
+	}
+	if got := slices.Sorted(maps.Keys(m.annotations)); !slices.Equal(got, []string{"controller.kubernetes.io/pod-deletion-cost"}) {
+		t.Errorf("annotations = %v", got)
+	}
+	if got := slices.Sorted(maps.Keys(m.dropLabels)); !slices.Equal(got, []string{"other"}) {
+		t.Errorf("labels to drop = %v", got)
+	}
+	if len(m.conditions) != 0 {
+		t.Errorf("conditions = %v, want none (Ready is the kubelet's)", m.conditions)
 	}
 }
 

@@ -6,13 +6,20 @@
 //
 //	localhttp-server [-listen 127.0.0.1:8080] [-code 200]
 //	localhttp-server set [-listen 127.0.0.1:8080] CODE
+//	localhttp-server -hostile header|body|drip [-listen ...] [-header-size 8388608]
 //
 // Every path but /set answers with the current status code and a line that
 // names the request (method, path, Host header), so a test can see what a
 // probe sent. GET /set?code=N switches the code; the "set" form calls it.
+//
+// With -hostile it is instead a server that attacks its client, for the
+// node service's resource limits: it writes raw HTTP/1.1 without looking at
+// the request — a response header of -header-size bytes, a body that never
+// ends, or a header dripped one byte every 100 ms.
 package main
 
 import (
+	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -21,7 +28,9 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 )
 
 func main() {
@@ -34,7 +43,12 @@ func main() {
 	}
 	listen := flag.String("listen", "127.0.0.1:8080", "address; keep it on loopback")
 	code := flag.Int("code", http.StatusOK, "initial status code")
+	hostile := flag.String("hostile", "", "header, body or drip: attack the client instead")
+	headerSize := flag.Int("header-size", 8<<20, "size of the -hostile header response header")
 	flag.Parse()
+	if *hostile != "" {
+		log.Fatal(serveHostile(*listen, *hostile, *headerSize))
+	}
 	var current atomic.Int64
 	current.Store(int64(*code))
 
@@ -85,4 +99,51 @@ func set(args []string) error {
 	}
 	fmt.Print(string(body))
 	return nil
+}
+
+func serveHostile(listen, kind string, headerSize int) error {
+	var respond func(c net.Conn)
+	switch kind {
+	case "header":
+		resp := []byte("HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("h", headerSize) + "\r\nContent-Length: 0\r\n\r\n")
+		respond = func(c net.Conn) { _, _ = c.Write(resp) }
+	case "body":
+		chunk := []byte(strings.Repeat("b", 64<<10))
+		respond = func(c net.Conn) {
+			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\n\r\n"))
+			for {
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}
+	case "drip":
+		respond = func(c net.Conn) {
+			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nX-Drip: "))
+			for {
+				if _, err := c.Write([]byte("d")); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	default:
+		return fmt.Errorf("-hostile %q: want header, body or drip", kind)
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	log.Printf("listening on %s, hostile: %s", ln.Addr(), kind)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			_, _ = bufio.NewReader(c).ReadString('\n')
+			respond(c)
+		}()
+	}
 }

@@ -6,11 +6,13 @@
 //
 //	sandboxcheck service NETNS ADDR SOCKET   as the unit's main process: READY=1, then on each
 //	                                          SIGUSR1 run the checks, report in STATUS= and stderr
-//	sandboxcheck serve-tcp ADDR               answer "ok" on a TCP address (a pod's server)
+//	sandboxcheck serve-tcp ADDR               answer "ok" on a TCP address (a pod's server); an
+//	                                          address other than loopback is added to lo first
 //	sandboxcheck serve-unix PATH              answer "ok" on a Unix socket (containerd's place)
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +40,13 @@ func main() {
 		if err := loopbackUp(); err != nil {
 			fmt.Fprintln(os.Stderr, "loopback up:", err)
 			os.Exit(1)
+		}
+		// A server at a metadata address inside the pod: reachable but for IPAddressDeny=.
+		if host, _, _ := net.SplitHostPort(os.Args[2]); !net.ParseIP(host).IsLoopback() {
+			if err := addLoopbackAddr(net.ParseIP(host)); err != nil {
+				fmt.Fprintln(os.Stderr, "add address:", err)
+				os.Exit(1)
+			}
 		}
 		serve("tcp", os.Args[2])
 	case "serve-unix":
@@ -117,12 +126,16 @@ func checks(netns, addr, socket string) []result {
 		{"write-runtime-dir", writeRemove(os.Getenv("RUNTIME_DIRECTORY"))},
 		{"read-config", readable("/etc/probeshim/config.yaml")},
 		{"capabilities", capabilities()},
+		// A timed-out exec's descendants are found through other processes' /proc entries.
+		{"read-proc-pid", readable("/proc/1/task/1/children")},
 		// What it must not be able to do.
 		{"no-write-etc", expectErr(writeRemove("/etc/probeshim"), "writing /etc/probeshim")},
 		{"no-write-usr", expectErr(writeRemove("/usr/bin"), "writing /usr/bin")},
 		{"no-raw-socket", expectErr(rawSocket(), "opening a raw socket")},
 		{"no-mount-namespace", expectErr(unshareMount(), "unshare(CLONE_NEWNS)")},
 		{"no-new-privileges", noNewPrivs()},
+		{"no-proc-beyond-pids", expectErr(readable("/proc/stat"), "reading /proc/stat")},
+		{"no-metadata-address-in-pod", inNetns(netns, func() error { return firewalled("169.254.169.254:80") })},
 	}
 }
 
@@ -158,6 +171,89 @@ func dialInNetns(path, addr string) error {
 		errc <- derr
 	}()
 	return <-errc
+}
+
+// inNetns runs f on a thread inside the network namespace at path.
+func inNetns(path string, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		ns, err := os.Open(path)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", path, err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// firewalled checks that IPAddressDeny= keeps the service from addr, where a server listens (the
+// test's pod serves it, and connects at once without the directive): the kernel's cgroup filter
+// drops the packets, so connect fails with EPERM or times out.
+func firewalled(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("connected to %s, IPAddressDeny= should refuse it", addr)
+	}
+	var ne net.Error
+	if !errors.Is(err, syscall.EPERM) && !(errors.As(err, &ne) && ne.Timeout()) {
+		return fmt.Errorf("dial %s: %v, want EPERM or a timeout from IPAddressDeny=", addr, err)
+	}
+	return nil
+}
+
+// addLoopbackAddr adds ip/32 to lo through rtnetlink (the rootfs has no ip(8)).
+func addLoopbackAddr(ip net.IP) error {
+	ip4 := ip.To4()
+	if ip4 == nil {
+		return fmt.Errorf("%v: IPv4 only", ip)
+	}
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	// nlmsghdr, ifaddrmsg, then the attributes IFA_LOCAL and IFA_ADDRESS.
+	b := make([]byte, unix.NLMSG_HDRLEN+unix.SizeofIfAddrmsg+2*(unix.SizeofRtAttr+4))
+	ne := binary.NativeEndian
+	ne.PutUint32(b[0:], uint32(len(b)))
+	ne.PutUint16(b[4:], unix.RTM_NEWADDR)
+	ne.PutUint16(b[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	ne.PutUint32(b[8:], 1) // sequence
+	b[16], b[17] = unix.AF_INET, 32
+	ne.PutUint32(b[20:], uint32(lo.Index))
+	for i, typ := range []uint16{unix.IFA_LOCAL, unix.IFA_ADDRESS} {
+		off := unix.NLMSG_HDRLEN + unix.SizeofIfAddrmsg + i*(unix.SizeofRtAttr+4)
+		ne.PutUint16(b[off:], unix.SizeofRtAttr+4)
+		ne.PutUint16(b[off+2:], typ)
+		copy(b[off+4:], ip4)
+	}
+	if err := unix.Sendto(fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return err
+	}
+	resp := make([]byte, 4096)
+	n, _, err := unix.Recvfrom(fd, resp, 0)
+	if err != nil {
+		return err
+	}
+	if n < unix.NLMSG_HDRLEN+4 || ne.Uint16(resp[4:]) != unix.NLMSG_ERROR {
+		return fmt.Errorf("unexpected netlink answer (%d bytes)", n)
+	}
+	if errno := int32(ne.Uint32(resp[unix.NLMSG_HDRLEN:])); errno != 0 {
+		return fmt.Errorf("RTM_NEWADDR %v on lo: %w", ip, syscall.Errno(-errno))
+	}
+	return nil
 }
 
 func loopbackUp() error {

@@ -1,0 +1,83 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// The list the deployment checks is the list it ships.
+func TestRequiredPoliciesAreShipped(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := loadManifests(scheme, "admission-policies.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policies, bindings []string
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			policies = append(policies, o.Name)
+			for _, v := range o.Spec.Variables {
+				// Written out where parameters cannot be used: it must be the deployment's own.
+				if v.Name == "clusterUsername" && v.Expression != "'"+clusterUser+"'" {
+					t.Errorf("policy %s trusts %s, the deployment is %s", o.Name, v.Expression, clusterUser)
+				}
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			if o.Spec.PolicyName == o.Name && slices.Contains(o.Spec.ValidationActions, admissionregistrationv1.Deny) {
+				bindings = append(bindings, o.Name)
+			}
+		}
+	}
+	want := slices.Sorted(slices.Values(RequiredPolicies))
+	if slices.Sort(policies); !slices.Equal(policies, want) {
+		t.Errorf("admission-policies.yaml has policies %v, the deployment checks %v", policies, want)
+	}
+	if slices.Sort(bindings); !slices.Equal(bindings, want) {
+		t.Errorf("admission-policies.yaml binds (Deny, same name) %v, the deployment checks %v", bindings, want)
+	}
+	if b, err := os.ReadFile("../deploy/rbac.yaml"); err != nil || !bytes.Contains(b, []byte("validatingadmissionpolicybindings")) {
+		t.Errorf("rbac.yaml does not let the deployment read the bindings (%v)", err)
+	}
+}
+
+func TestMissingPolicies(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme)
+	for _, n := range RequiredPolicies[1:] {
+		actions := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
+		if n == "probeshim-pod-records" {
+			actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit} // audits, denies nothing
+		}
+		c.WithObjects(&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}},
+			&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n},
+				Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: n, ValidationActions: actions}})
+	}
+	missing, err := MissingPolicies(context.Background(), c.Build())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(missing, "; ")
+	if len(missing) != 2 || !strings.Contains(got, "ValidatingAdmissionPolicy probeshim-nodepodprobe-writers") ||
+		!strings.Contains(got, "ValidatingAdmissionPolicyBinding probeshim-pod-records (binds \"probeshim-pod-records\" with [Audit]") {
+		t.Errorf("missing = %q", got)
+	}
+}
