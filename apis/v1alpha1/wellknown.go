@@ -94,3 +94,20 @@ func ParseLivenessProbeName(name string) (container string, ok bool) {
 	container, ok = strings.CutSuffix(name, livenessProbeSuffix)
 	return container, ok && container != ""
 }
+
+// RestartableContainer finds a container of pod by name among those the kubelet probes and
+// restarts: a regular container, or a restartable init container (a sidecar). Nil when there is none.
+func RestartableContainer(pod *corev1.Pod, name string) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == name {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.Name == name && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return c
+		}
+	}
+	return nil
+}

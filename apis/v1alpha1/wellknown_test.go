@@ -82,3 +82,16 @@ func TestProbeName(t *testing.T) {
 		t.Error("a name without '#' split")
 	}
 }
+
+func TestRestartableContainerFindsSidecarsOnly(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	p := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init"}, {Name: "sidecar", RestartPolicy: &always}},
+		Containers:     []corev1.Container{{Name: "main"}},
+	}}
+	for name, want := range map[string]bool{"main": true, "sidecar": true, "init": false, "nope": false} {
+		if got := RestartableContainer(p, name) != nil; got != want {
+			t.Errorf("RestartableContainer(%q) found = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -484,17 +484,7 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 // once Decide let it through again.
 func (d *decider) resume(ctx context.Context, pod *corev1.Pod, dec *Decision, s *Settings, now time.Time) (*v1alpha1.ContainerRecreateRequest, error) {
 	name := dec.Pod.Record.Request
-	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range dec.Failing {
-		if !f.Since.IsZero() {
-			d.metrics.reaction.Observe(now.Sub(f.Since).Seconds())
-		}
-	}
-	dec.Message = fmt.Sprintf("%s; ContainerRecreateRequest %s", dec.Message, name)
-	return crr, nil
+	return d.create(ctx, pod, name, dec, s, now)
 }
 
 // release forgets a recorded restart that was never created and is held now: the request is
@@ -522,6 +512,11 @@ func (d *decider) restart(ctx context.Context, pod *corev1.Pod, dec *Decision, s
 	if err := d.patchRecord(ctx, pod, rec); err != nil {
 		return nil, err
 	}
+	return d.create(ctx, pod, name, dec, s, now)
+}
+
+// create creates the request of a decision under name and observes the reaction time.
+func (d *decider) create(ctx context.Context, pod *corev1.Pod, name string, dec *Decision, s *Settings, now time.Time) (*v1alpha1.ContainerRecreateRequest, error) {
 	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
 	if err != nil {
 		return nil, err

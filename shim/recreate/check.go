@@ -35,7 +35,7 @@ func refusal(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, node strin
 	}
 	for i := range crr.Spec.Containers {
 		name := crr.Spec.Containers[i].Name
-		c := restartable(pod, name)
+		c := v1alpha1.RestartableContainer(pod, name)
 		if c == nil {
 			msgs = append(msgs, fmt.Sprintf("spec.containers[%d].name: pod %s has no container %q that the kubelet restarts", i, pod.Name, name))
 			continue
@@ -49,30 +49,13 @@ func refusal(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, node strin
 	return strings.Join(msgs, "; ")
 }
 
-// restartable finds a container of pod the kubelet restarts: a container, or a sidecar
-// (restartable init container).
-func restartable(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.Name == name && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			return c
-		}
-	}
-	return nil
-}
-
 // hookOf is the preStop hook the node runs for a container, and the ports it may name: the
 // pod's own lifecycle.preStop, never the request's copy. Admission copies the pod's hook into
 // the request, but a request written past admission could carry any command; the pod's spec is
 // what its owner declared and what the kubelet would run on any stop. A sleep hook is not run
 // (admission warns about it).
 func hookOf(pod *corev1.Pod, name string) (*v1alpha1.ProbeHandler, []corev1.ContainerPort) {
-	c := restartable(pod, name)
+	c := v1alpha1.RestartableContainer(pod, name)
 	if c == nil {
 		return nil, nil
 	}

@@ -139,7 +139,7 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 		entry := v1alpha1.PodProbe{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), IP: pod.Status.PodIP}
 		for j := range probes {
 			name := probes[j].Name
-			c := nppspec.Container(pod, name)
+			c := v1alpha1.RestartableContainer(pod, name)
 			if c == nil {
 				skipped = append(skipped, skip{pod: pod, reason: fmt.Sprintf("annotation %s names container %q, which the pod does not have",
 					v1alpha1.AnnotationContainerProbeContext, name)})

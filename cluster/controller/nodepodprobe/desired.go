@@ -40,7 +40,7 @@ func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.Conta
 	var skipped []skip
 	for i := range m.Spec.Probes {
 		p := &m.Spec.Probes[i]
-		c := nppspec.Container(pod, p.ContainerName)
+		c := v1alpha1.RestartableContainer(pod, p.ContainerName)
 		if c == nil {
 			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name,
 				reason: fmt.Sprintf("pod has no container %q", p.ContainerName)})

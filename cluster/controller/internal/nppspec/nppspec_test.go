@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
@@ -198,18 +197,6 @@ func TestProbeable(t *testing.T) {
 				t.Fatalf("Probeable = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestContainerFindsSidecarsOnly(t *testing.T) {
-	p := &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "init"}, {Name: "sidecar", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
-		Containers:     []corev1.Container{{Name: "main"}},
-	}}
-	for name, want := range map[string]bool{"main": true, "sidecar": true, "init": false, "nope": false} {
-		if got := Container(p, name) != nil; got != want {
-			t.Errorf("Container(%q) found = %v, want %v", name, got, want)
-		}
 	}
 }
 

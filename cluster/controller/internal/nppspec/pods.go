@@ -38,23 +38,6 @@ func Probeable(pod *corev1.Pod) bool {
 	return false
 }
 
-// Container finds a container of pod by name: a regular container, or a restartable init
-// container (a sidecar), the ones the kubelet probes.
-func Container(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if c.Name == name && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			return c
-		}
-	}
-	return nil
-}
-
 // ResolvePorts returns a copy of probe whose httpGet and tcpSocket ports are numbers, named
 // ports looked up in container's ports as the kubelet does. The node service sees only the
 // NodePodProbe, not the pod, so it cannot resolve names itself.
