@@ -21,7 +21,7 @@ import (
 )
 
 // aliveCondition is the pod condition of the marker the exit scenario puts on its pods.
-const aliveCondition = "probeshim.io/alive"
+const aliveCondition = "example.com/alive"
 
 // An exit is not a failed probe: PID 1 of a probed container (enhanced liveness that always
 // succeeds, and a marker) is killed several times in a row, under the shipped configuration and
