@@ -176,6 +176,20 @@ func (h *harness) running(id string) {
 	h.containers.set(podUID, ctr, ContainerStatus{ID: id, Running: true, StartedAt: h.clock.Now()})
 }
 
+// stopped marks the container with the given ID as exited (it had started).
+func (h *harness) stopped(id string) {
+	h.containers.set(podUID, ctr, ContainerStatus{ID: id, Running: false, StartedAt: h.clock.Now()})
+}
+
+// expectMessage checks k's result is want with the message msg.
+func (h *harness) expectMessage(k Key, want Result, msg string) {
+	h.t.Helper()
+	h.expect(k, want)
+	if u, _ := h.result(k); u.Message != msg {
+		h.t.Fatalf("%s: message %q, want %q", k.Probe, u.Message, msg)
+	}
+}
+
 func (h *harness) worker(k Key) *worker {
 	h.t.Helper()
 	h.m.mu.Lock()

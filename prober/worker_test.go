@@ -163,12 +163,9 @@ func TestContainerNotRunningIsUnknown(t *testing.T) {
 	h.expect(k, Success)
 	h.probe(k)
 	h.probe(k) // two failures: one short of the threshold
-	h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false, StartedAt: h.clock.Now()})
+	h.stopped("c1")
 	h.probe(k)
-	h.expect(k, Unknown) // at once, not after three, and not Failure
-	if u, _ := h.result(k); u.Message != "container is not running" {
-		t.Fatalf("message %q", u.Message)
-	}
+	h.expectMessage(k, Unknown, "container is not running") // at once, not after three, and not Failure
 	if n := h.exec.count(); n != 3 {
 		t.Fatalf("probed a stopped container: %d calls", n)
 	}
@@ -198,14 +195,9 @@ func TestContainerExitDuringProbeIsUnknown(t *testing.T) {
 	h.expect(k, Success)
 
 	h.exec.push(fail)
-	h.exec.setHook(func(context.Context) {
-		h.containers.set(podUID, ctr, ContainerStatus{ID: "c1", Running: false, StartedAt: t0})
-	})
+	h.exec.setHook(func(context.Context) { h.stopped("c1") })
 	h.probe(k)
-	h.expect(k, Unknown)
-	if u, _ := h.result(k); u.Message != "container is not running" {
-		t.Fatalf("message %q", u.Message)
-	}
+	h.expectMessage(k, Unknown, "container is not running")
 
 	// Replaced by a new container mid-probe: the result is discarded too, and
 	// the new container is Unknown until it has results of its own.

@@ -65,6 +65,22 @@ func tcpProbe(name string, port int) v1alpha1.PodContainerProbe {
 	}
 }
 
+// reviewMarker admits a marker with a reviewer that answers may, checks the answer and whether an
+// access review was made, and returns both.
+func reviewMarker(t *testing.T, op admissionv1.Operation, obj, old *v1alpha1.PodProbeMarker, may, wantAllow, wantReview bool) (admission.Response, *fakeReviewer) {
+	t.Helper()
+	r := &fakeReviewer{allowed: may}
+	v := &PodProbeMarkerValidator{Reviewer: r}
+	resp := v.Handle(context.Background(), markerRequest(t, op, obj, old))
+	if resp.Allowed != wantAllow {
+		t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, wantAllow, resp.Result)
+	}
+	if (len(r.got) > 0) != wantReview {
+		t.Fatalf("%d access reviews, want review=%v", len(r.got), wantReview)
+	}
+	return resp, r
+}
+
 func markerRequest(t *testing.T, op admissionv1.Operation, obj, old *v1alpha1.PodProbeMarker) admission.Request {
 	t.Helper()
 	raw := func(o *v1alpha1.PodProbeMarker) runtime.RawExtension {
@@ -110,15 +126,7 @@ func TestPodProbeMarkerExecCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &fakeReviewer{allowed: tc.mayExec}
-			v := &PodProbeMarkerValidator{Reviewer: r}
-			resp := v.Handle(context.Background(), markerRequest(t, tc.op, tc.obj, tc.old))
-			if resp.Allowed != tc.wantAllow {
-				t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, tc.wantAllow, resp.Result)
-			}
-			if (len(r.got) > 0) != tc.wantReview {
-				t.Fatalf("%d access reviews, want review=%v", len(r.got), tc.wantReview)
-			}
+			resp, r := reviewMarker(t, tc.op, tc.obj, tc.old, tc.mayExec, tc.wantAllow, tc.wantReview)
 			if tc.wantReview {
 				want := authorizationv1.SubjectAccessReviewSpec{
 					User: "alice", UID: "u-1", Groups: []string{"devs", "system:authenticated"},
@@ -208,15 +216,7 @@ func TestPodProbeMarkerPortForwardCheck(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &fakeReviewer{allowed: tc.may}
-			v := &PodProbeMarkerValidator{Reviewer: r}
-			resp := v.Handle(context.Background(), markerRequest(t, tc.op, tc.obj, tc.old))
-			if resp.Allowed != tc.wantAllow {
-				t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, tc.wantAllow, resp.Result)
-			}
-			if (len(r.got) > 0) != tc.wantReview {
-				t.Fatalf("%d access reviews, want review=%v", len(r.got), tc.wantReview)
-			}
+			resp, r := reviewMarker(t, tc.op, tc.obj, tc.old, tc.may, tc.wantAllow, tc.wantReview)
 			if tc.wantReview {
 				if ra := r.got[0].ResourceAttributes; ra == nil || ra.Subresource != "portforward" || ra.Verb != "create" || ra.Resource != "pods" || ra.Namespace != "games" {
 					t.Errorf("review %+v, want create pods/portforward in games", ra)

@@ -164,16 +164,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 	for _, pp := range npp.Spec.PodProbes {
 		n += len(pp.Probes)
 	}
-	msg := validation.TruncateMessage(strings.Repeat("<", 1<<20), validation.MessageCap(n))
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	for _, pp := range npp.Spec.PodProbes {
-		ps := v1alpha1.PodProbeStatus{Name: pp.Name, Namespace: pp.Namespace, UID: pp.UID}
-		for _, p := range pp.Probes {
-			ps.ProbeStates = append(ps.ProbeStates, v1alpha1.ContainerProbeState{Name: p.Name, State: v1alpha1.ProbeFailed,
-				LastProbeTime: now, LastTransitionTime: now, Message: msg})
-		}
-		npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, ps)
-	}
+	failAll(npp, n)
 	if err := env.Client.Status().Update(ctx, npp); err != nil {
 		t.Fatalf("writing the status of %d failing probes: %v", n, err)
 	}
@@ -244,16 +235,7 @@ func TestStatusOf5000FailingProbes(t *testing.T) {
 	}
 	npp := getNPP(t, node.Name)
 	n := pods * perPod
-	msg := validation.TruncateMessage(strings.Repeat("<", 1<<20), validation.MessageCap(n))
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	for _, pp := range npp.Spec.PodProbes {
-		ps := v1alpha1.PodProbeStatus{Name: pp.Name, Namespace: pp.Namespace, UID: pp.UID}
-		for _, p := range pp.Probes {
-			ps.ProbeStates = append(ps.ProbeStates, v1alpha1.ContainerProbeState{Name: p.Name, State: v1alpha1.ProbeFailed,
-				LastProbeTime: now, LastTransitionTime: now, Message: msg})
-		}
-		npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, ps)
-	}
+	failAll(npp, n)
 	status, _ := json.Marshal(npp.Status)
 	if err := env.Client.Status().Update(ctx, npp); err != nil {
 		t.Fatalf("writing the status of %d failing probes (%d bytes): %v", n, len(status), err)
@@ -273,5 +255,20 @@ func TestStatusOf5000FailingProbes(t *testing.T) {
 	}
 	if etcdLimit := 3 << 19; len(b) >= etcdLimit {
 		t.Errorf("stored NodePodProbe is %d bytes, want under etcd's 1.5 MiB", len(b))
+	}
+}
+
+// failAll sets the status of every probe of npp's spec (n in all) to Failed with the longest
+// message the node writes for that many probes.
+func failAll(npp *v1alpha1.NodePodProbe, n int) {
+	msg := validation.TruncateMessage(strings.Repeat("<", 1<<20), validation.MessageCap(n))
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	for _, pp := range npp.Spec.PodProbes {
+		ps := v1alpha1.PodProbeStatus{Name: pp.Name, Namespace: pp.Namespace, UID: pp.UID}
+		for _, p := range pp.Probes {
+			ps.ProbeStates = append(ps.ProbeStates, v1alpha1.ContainerProbeState{Name: p.Name, State: v1alpha1.ProbeFailed,
+				LastProbeTime: now, LastTransitionTime: now, Message: msg})
+		}
+		npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, ps)
 	}
 }
