@@ -13,6 +13,7 @@ PACKAGE_TEST_TIMEOUT ?= 20m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
 E2E_TIMEOUT ?= 60m
+RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 # Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
 # and in CI (CI=true) a failure for every skipped test hack/testreport/allowed-skips.txt does not name.
@@ -85,8 +86,9 @@ kube-bins:
 critest-bin:
 	@e2e/critest/build.sh >/dev/null
 
+## rig-up: bring the rig up and leave it running; RIG_NODES=2 for two nodes.
 rig-up: deps-rig kube-bins
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/rig up
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_RIG_NODES=$(RIG_NODES) $(GO) run ./e2e/cmd/rig up
 
 rig-down:
 	$(GO) run ./e2e/cmd/rig down

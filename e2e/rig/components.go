@@ -34,8 +34,16 @@ func (r *Rig) writeConfigs() error {
 	if _, _, err := p.issue(certSpec{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true}); err != nil {
 		return err
 	}
-	if _, _, err := p.issue(certSpec{name: "kubelet-serving", cn: "system:node:" + r.cfg.NodeName, orgs: []string{"system:nodes"}, server: true,
-		dns: []string{r.cfg.NodeName, "localhost"}, ips: []net.IP{net.ParseIP(NodeIP), net.ParseIP("127.0.0.1")}}); err != nil {
+	for _, n := range r.nodes {
+		if _, _, err := p.issue(certSpec{name: n.servingCertName(), cn: "system:node:" + n.name, orgs: []string{"system:nodes"}, server: true,
+			dns: []string{n.name, "localhost"}, ips: []net.IP{net.ParseIP(n.ip), net.ParseIP("127.0.0.1")}}); err != nil {
+			return err
+		}
+		if err := p.kubeconfig(n.KubeletKubeconfig(), r.inNetNSServer(), "system:node:"+n.name, "system:nodes"); err != nil {
+			return err
+		}
+	}
+	if err := p.writeClientCABundle(); err != nil {
 		return err
 	}
 	if _, _, err := p.serviceAccountKey(); err != nil {
@@ -44,7 +52,6 @@ func (r *Rig) writeConfigs() error {
 	server := r.inNetNSServer()
 	for _, k := range []struct{ file, user, group string }{
 		{"admin.kubeconfig", "rig-admin", "system:masters"},
-		{"kubelet.kubeconfig", "system:node:" + r.cfg.NodeName, "system:nodes"},
 		{"controller-manager.kubeconfig", "system:kube-controller-manager", ""},
 		{"scheduler.kubeconfig", "system:kube-scheduler", ""},
 		{"kube-proxy.kubeconfig", "system:kube-proxy", ""},
@@ -63,11 +70,11 @@ func (r *Rig) writeConfigs() error {
 	if r.client, err = kubernetes.NewForConfig(r.admin); err != nil {
 		return err
 	}
-	files := map[string]string{
-		r.path("containerd", "config.toml"):       r.containerdConfig(),
-		r.path("cni", "net.d", "10-rig.conflist"): r.cniConfig(),
-		r.path("kubelet.yaml"):                    r.kubeletConfig(),
-		r.path("kube-proxy.yaml"):                 r.kubeProxyConfig(),
+	files := map[string]string{r.path("kube-proxy.yaml"): r.kubeProxyConfig()}
+	for _, n := range r.nodes {
+		files[n.path("containerd", "config.toml")] = n.containerdConfig()
+		files[n.path("cni", "net.d", "10-rig.conflist")] = n.cniConfig()
+		files[n.path("kubelet.yaml")] = n.kubeletConfig()
 	}
 	for f, content := range files {
 		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
@@ -100,7 +107,9 @@ func (r *Rig) apiserverArgs() []string {
 		"advertise-address":                NodeIP,
 		"tls-cert-file":                    pki("apiserver.crt"),
 		"tls-private-key-file":             pki("apiserver.key"),
-		"client-ca-file":                   pki("ca.crt"),
+		// A bundle: the rig's CA and the CAs of revocable identities
+		// (RevocableKubeconfig), reloaded by the API server when it changes.
+		"client-ca-file":                   pki(clientCABundle),
 		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
 		"service-account-key-file":         pki("sa.pub"),
 		"service-account-signing-key-file": pki("sa.key"),
@@ -154,15 +163,23 @@ func (r *Rig) kubeProxyArgs() []string {
 	return []string{r.bin("kube-proxy"), "--config=" + r.path("kube-proxy.yaml"), "--v=1"}
 }
 
-func (r *Rig) kubeletArgs() []string {
-	return joinArgs(r.bin("kubelet"), map[string]string{
-		"config":            r.path("kubelet.yaml"),
-		"kubeconfig":        r.KubeletKubeconfig(),
-		"root-dir":          r.KubeletRootDir(),
-		"hostname-override": r.cfg.NodeName,
-		"node-ip":           NodeIP,
+func (n *Node) kubeletArgs() []string {
+	return joinArgs(n.r.bin("kubelet"), map[string]string{
+		"config":            n.path("kubelet.yaml"),
+		"kubeconfig":        n.KubeletKubeconfig(),
+		"root-dir":          n.KubeletRootDir(),
+		"hostname-override": n.name,
+		"node-ip":           n.ip,
 		"v":                 "1",
 	})
+}
+
+// servingCertName is the file name of the node kubelet's serving certificate.
+func (n *Node) servingCertName() string {
+	if n.index == 0 {
+		return "kubelet-serving"
+	}
+	return "kubelet-serving-" + fileSafe(n.name)
 }
 
 func (r *Rig) bin(name string) string { return filepath.Join(r.cfg.KubeBin, name) }
@@ -170,8 +187,8 @@ func (r *Rig) bin(name string) string { return filepath.Join(r.cfg.KubeBin, name
 // containerdConfig: own root, state and sockets; CRI with the CNI bridge;
 // restrict_oom_score_adj because root here lacks CAP_SYS_RESOURCE; pod
 // netns mounted under the state dir; runc's state under the rig's folder.
-func (r *Rig) containerdConfig() string {
-	c := r.path("containerd")
+func (n *Node) containerdConfig() string {
+	c := n.path("containerd")
 	return fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -208,13 +225,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         Root = %[8]q
-`, filepath.Join(c, "root"), filepath.Join(c, "state"), r.ContainerdSocket(), r.ContainerdSocket()+".ttrpc",
-		filepath.Join(c, "opt"), PauseImage, r.path("cni", "net.d"), r.path("run", "runc"))
+`, filepath.Join(c, "root"), filepath.Join(c, "state"), n.ContainerdSocket(), n.ContainerdSocket()+".ttrpc",
+		filepath.Join(c, "opt"), PauseImage, n.path("cni", "net.d"), n.path("run", "runc"))
 }
 
 // cniConfig: the rig's bridge is the pods' gateway; no masquerading, so pod
 // traffic can go nowhere but the netns. The network is named after the rig.
-func (r *Rig) cniConfig() string {
+// Every node's containerd plugs its pods into the same bridge, each from its
+// own block of PodCIDR (own IPAM state) when the rig has several nodes.
+func (n *Node) cniConfig() string {
+	rng := fmt.Sprintf(`{"subnet": %q, "gateway": %q}`, PodCIDR, PodGateway)
+	if start, end := n.ipamRange(); start != "" {
+		rng = fmt.Sprintf(`{"subnet": %q, "gateway": %q, "rangeStart": %q, "rangeEnd": %q}`, PodCIDR, PodGateway, start, end)
+	}
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
@@ -227,17 +250,18 @@ func (r *Rig) cniConfig() string {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": %q, "gateway": %q}]],
+        "ranges": [[%s]],
         "routes": [{"dst": "0.0.0.0/0"}],
         "dataDir": %q
       }
     }
   ]
 }
-`, r.cfg.Name, Bridge, PodCIDR, PodGateway, r.path("cni", "ipam"))
+`, n.r.cfg.Name, Bridge, rng, n.path("cni", "ipam"))
 }
 
-func (r *Rig) kubeletConfig() string {
+func (n *Node) kubeletConfig() string {
+	r := n.r
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://%[1]s
@@ -280,9 +304,9 @@ evictionHard:
   imagefs.available: 1%%
   nodefs.inodesFree: 1%%
 healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-`, r.KubeletCRISocket(), r.cfg.Cgroup, podsCgroup, NodeIP, r.pki.path("kubelet-serving.crt"), r.pki.path("kubelet-serving.key"),
-		r.pki.path("ca.crt"), r.path("pod-logs"), r.path("kubelet-plugins"))
+healthzPort: %[10]d
+`, n.KubeletCRISocket(), r.cfg.Cgroup, n.podsCgroup(), n.ip, r.pki.path(n.servingCertName()+".crt"), r.pki.path(n.servingCertName()+".key"),
+		r.pki.path("ca.crt"), n.path("pod-logs"), n.path("kubelet-plugins"), n.healthzPort())
 }
 
 // kubeProxyConfig: iptables mode inside the netns; conntrack settings left
@@ -309,8 +333,8 @@ conntrack:
 `, r.path("kube-proxy.kubeconfig"), r.cfg.NodeName, PodCIDR, NodeIP)
 }
 
-func (r *Rig) nodeReady(ctx context.Context) bool {
-	n, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1GetOptions)
+func (r *Rig) nodeReady(ctx context.Context, name string) bool {
+	n, err := r.client.CoreV1().Nodes().Get(ctx, name, metav1GetOptions)
 	if err != nil {
 		return false
 	}

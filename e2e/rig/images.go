@@ -70,8 +70,8 @@ func DefaultImages() []Image {
 	}
 }
 
-// ImportImage builds img and imports it into containerd's k8s.io namespace
-// of a running rig.
+// ImportImage builds img and imports it into the k8s.io namespace of every
+// node's containerd of a running rig.
 func (r *Rig) ImportImage(ctx context.Context, img Image) error {
 	if err := r.buildImages(ctx, []Image{img}); err != nil {
 		return err
@@ -141,12 +141,15 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
 	return nil
 }
 
+// importImages imports imgs into every node's containerd.
 func (r *Rig) importImages(ctx context.Context, imgs []Image) error {
-	for _, img := range imgs {
-		cmd := exec.CommandContext(ctx, "ctr", "--address", r.ContainerdSocket(), "-n", ContainerdNamespace,
-			"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("ctr images import %s: %w: %s", img.Ref, err, out)
+	for _, n := range r.nodes {
+		for _, img := range imgs {
+			cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", ContainerdNamespace,
+				"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("ctr images import %s on node %s: %w: %s", img.Ref, n.name, err, out)
+			}
 		}
 	}
 	return nil

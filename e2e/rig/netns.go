@@ -20,21 +20,27 @@ import (
 const netnsDir = "/run/netns"
 
 // createNetNS creates the named network namespace with `ip netns add`, brings
-// up loopback, an interface of its own (a bridge without ports) holding the node's address and the pods'
+// up loopback, an interface of its own (a bridge without ports) holding the nodes' addresses and the pods'
 // bridge with the pods' gateway address (the CNI bridge plugin takes the
 // bridge over as it is). Nothing in it routes anywhere but to itself: no
 // default route, no masquerading.
-func createNetNS(ctx context.Context, name string) error {
+func createNetNS(ctx context.Context, name string, extraNodeIPs ...string) error {
 	steps := [][]string{
 		{"netns", "add", name},
 		{"-n", name, "link", "set", "lo", "up"},
 		{"-n", name, "link", "add", NodeLink, "type", "bridge"}, // no dummy driver on this kernel; a port-less bridge is one
 		{"-n", name, "addr", "add", nodeCIDR, "dev", NodeLink},
 		{"-n", name, "link", "set", NodeLink, "up"},
+	}
+	// Further nodes' addresses on the same link.
+	for _, ip := range extraNodeIPs {
+		steps = append(steps, []string{"-n", name, "addr", "add", ip + "/24", "dev", NodeLink})
+	}
+	steps = append(steps, [][]string{
 		{"-n", name, "link", "add", Bridge, "type", "bridge"},
 		{"-n", name, "addr", "add", podGatewayCIDR, "dev", Bridge},
 		{"-n", name, "link", "set", Bridge, "up"},
-	}
+	}...)
 	for _, s := range steps {
 		if out, err := exec.CommandContext(ctx, "ip", s...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %w: %s", strings.Join(s, " "), err, out)
@@ -94,6 +100,10 @@ func inNetNS(path string, fn func() error) error {
 	}()
 	return <-errc
 }
+
+// InNetNS runs fn on an OS thread inside the network namespace at path, e.g.
+// to listen there; sockets fn creates stay in that namespace.
+func InNetNS(path string, fn func() error) error { return inNetNS(path, fn) }
 
 // DialNetNS dials addr from inside the network namespace at nsPath.
 func DialNetNS(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {

@@ -50,10 +50,13 @@ func (r *Rig) StartComponent(ctx context.Context, name string) error {
 		switch name {
 		case "kube-apiserver":
 			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
-		case "containerd":
-			return r.criReady(ctx), nil
-		case "kubelet":
-			return r.nsGetOK(ctx, "http://127.0.0.1:10248/healthz"), nil
+		}
+		n := r.nodeOfComponent(name)
+		switch {
+		case n != nil && name == n.Component("containerd"):
+			return n.criReady(ctx), nil
+		case n != nil && name == n.Component("kubelet"):
+			return r.nsGetOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", n.healthzPort())), nil
 		default:
 			return true, nil
 		}
@@ -70,8 +73,8 @@ func (r *Rig) RestartComponent(ctx context.Context, name string) error {
 
 // criReady reports whether containerd's CRI service answers and says the
 // runtime is ready: after a restart it serves its API before CRI is up.
-func (r *Rig) criReady(ctx context.Context) bool {
-	conn, err := grpc.NewClient("unix://"+r.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+func (n *Node) criReady(ctx context.Context) bool {
+	conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return false
 	}
@@ -90,49 +93,65 @@ func (r *Rig) criReady(ctx context.Context) bool {
 	return false
 }
 
-// KubeletCRISocket is the unix socket the kubelet's containerRuntimeEndpoint
-// and imageServiceEndpoint name: containerd's, unless SwitchKubeletCRI
-// pointed them elsewhere.
-func (r *Rig) KubeletCRISocket() string {
-	if r.kubeletCRI != "" {
-		return r.kubeletCRI
-	}
-	return r.ContainerdSocket()
-}
+// KubeletCRISocket is the unix socket the first node kubelet's
+// containerRuntimeEndpoint and imageServiceEndpoint name: containerd's,
+// unless SwitchKubeletCRI pointed them elsewhere.
+func (r *Rig) KubeletCRISocket() string { return r.nodes[0].KubeletCRISocket() }
 
-// SwitchKubeletCRI points the kubelet's containerRuntimeEndpoint and
+// SwitchKubeletCRI points the first node kubelet's containerRuntimeEndpoint and
 // imageServiceEndpoint at socket ("" for containerd's own) and restarts it,
 // which is how an operator moves a node onto a CRI proxy and back: edit the
 // kubelet config, restart the kubelet. Pods keep running (containerd owns
 // them). It returns once the kubelet is healthy and has reported the node
 // Ready after the restart, so the node's status comes from the new endpoint.
 func (r *Rig) SwitchKubeletCRI(ctx context.Context, socket string) error {
-	if socket == r.ContainerdSocket() {
+	n := r.nodes[0]
+	if socket == n.ContainerdSocket() {
 		socket = ""
 	}
-	r.kubeletCRI = socket
-	if err := os.WriteFile(r.path("kubelet.yaml"), []byte(r.kubeletConfig()), 0o644); err != nil {
+	n.kubeletCRI = socket
+	if err := os.WriteFile(n.path("kubelet.yaml"), []byte(n.kubeletConfig()), 0o644); err != nil {
 		return err
 	}
-	if err := r.StopComponent("kubelet"); err != nil {
+	if err := r.StopComponent(n.Component("kubelet")); err != nil {
 		return err
 	}
 	restarted := time.Now() // the old kubelet is gone: later heartbeats are the new one's
-	if err := r.StartComponent(ctx, "kubelet"); err != nil {
+	if err := r.StartComponent(ctx, n.Component("kubelet")); err != nil {
 		return err
 	}
-	return r.waitFor(ctx, r.proc("kubelet"), "node "+r.cfg.NodeName+" Ready after the kubelet restart", 90*time.Second, func() (bool, error) {
-		n, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1GetOptions)
+	return r.waitNodeReadySince(ctx, n, restarted)
+}
+
+// waitNodeReadySince waits until the node reports Ready with a heartbeat
+// after since, i.e. from a kubelet started after it.
+func (r *Rig) waitNodeReadySince(ctx context.Context, n *Node, since time.Time) error {
+	return r.waitFor(ctx, r.proc(n.Component("kubelet")), "node "+n.name+" Ready after the kubelet restart", 90*time.Second, func() (bool, error) {
+		node, err := r.client.CoreV1().Nodes().Get(ctx, n.name, metav1GetOptions)
 		if err != nil {
 			return false, nil
 		}
-		for _, c := range n.Status.Conditions {
+		for _, c := range node.Status.Conditions {
 			// Heartbeats have a resolution of a second: one stamped after
 			// the restart's second came from the new kubelet.
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restarted.Truncate(time.Second)), nil
+				return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(since.Truncate(time.Second)), nil
 			}
 		}
 		return false, nil
 	})
+}
+
+// RestartKubelet restarts the node's kubelet and returns once it has
+// reported the node Ready again. A kubelet registers its Node object only
+// when it starts: after the Node was deleted, this is how it comes back.
+func (r *Rig) RestartKubelet(ctx context.Context, n *Node) error {
+	if err := r.StopComponent(n.Component("kubelet")); err != nil {
+		return err
+	}
+	restarted := time.Now()
+	if err := r.StartComponent(ctx, n.Component("kubelet")); err != nil {
+		return err
+	}
+	return r.waitNodeReadySince(ctx, n, restarted)
 }

@@ -1,8 +1,9 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package rig brings up a one-node Kubernetes cluster from real components on
-// this machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// kube-proxy, containerd with runc and the CNI bridge, and a kubelet. All of
+// Package rig brings up a Kubernetes cluster from real components on this
+// machine: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// kube-proxy, and per node (one by default, more with Config.Nodes) a
+// containerd with runc and the CNI bridge and a kubelet. All of
 // it runs inside a network namespace the rig creates, with no route out, and
 // everything it changes on the machine is written to a state file first so
 // that Teardown can undo it even after the process that started it was
@@ -64,8 +65,12 @@ type Config struct {
 	// $PROBESHIM_KUBE_BIN, else the newest complete folder under
 	// $PROBESHIM_CACHE/kube (default /var/cache/probeshim/kube).
 	KubeBin string
-	// NodeName is the node's name (default rig-node).
+	// NodeName is the first node's name (default rig-node); further nodes
+	// are named NodeName-b, NodeName-c, ...
 	NodeName string
+	// Nodes is how many nodes the rig runs (default 1, at most MaxNodes).
+	// Each has its own kubelet and containerd; see Node.
+	Nodes int
 	// Name names the rig's netns, cgroup and folder unless NetNS, Cgroup or
 	// Dir say otherwise: default $PROBESHIM_RIG_NAME or probeshim-rig. Rigs
 	// of different names can run side by side (each in its own netns, so
@@ -105,6 +110,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NodeName == "" {
 		c.NodeName = "rig-node"
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 1
 	}
 	if c.NetNS == "" {
 		c.NetNS = c.Name
@@ -208,9 +216,7 @@ type Rig struct {
 	client    kubernetes.Interface
 	mu        sync.Mutex
 	stopped   bool
-	// kubeletCRI is the CRI socket the kubelet uses when it is not
-	// containerd's own (SwitchKubeletCRI).
-	kubeletCRI string
+	nodes     []*Node
 }
 
 // Start tears down whatever an earlier rig left behind, then brings a new one
@@ -221,6 +227,9 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 	cfg = cfg.withDefaults()
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the rig needs root")
+	}
+	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
+		return nil, fmt.Errorf("rig: %d nodes asked for, 1 to %d supported", cfg.Nodes, MaxNodes)
 	}
 	if missing := MissingKubeBinaries(cfg.KubeBin); len(missing) > 0 {
 		return nil, fmt.Errorf("kube binaries folder %q lacks %v: run e2e/kubebin/build.sh and set PROBESHIM_KUBE_BIN", cfg.KubeBin, missing)
@@ -243,6 +252,7 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 		}
 	}
 	r := &Rig{cfg: cfg, dir: cfg.Dir, netnsPath: filepath.Join(netnsDir, cfg.NetNS)}
+	r.newNodes()
 	setCurrent(r)
 	if err := r.bringUp(ctx, t0); err != nil {
 		if saved, saveErr := r.SaveLogs(""); saveErr == nil {
@@ -271,9 +281,22 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	if err := r.saveState(); err != nil {
 		return err
 	}
-	for _, d := range []string{"logs", "pki", "etcd", "containerd", "kubelet", "cni/net.d", "cni/ipam", "images", "pod-logs", "run"} {
+	for _, d := range []string{"logs", "pki", "etcd", "images"} {
 		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
 			return err
+		}
+	}
+	cgroupDirs := []string{daemonCgroup}
+	var extraIPs []string
+	for _, n := range r.nodes {
+		for _, d := range []string{"containerd", "kubelet", "cni/net.d", "cni/ipam", "pod-logs", "run"} {
+			if err := os.MkdirAll(n.path(d), 0o755); err != nil {
+				return err
+			}
+		}
+		cgroupDirs = append(cgroupDirs, n.podsCgroup())
+		if n.index > 0 {
+			extraIPs = append(extraIPs, n.ip)
 		}
 	}
 	cg, err := newCgroups(r.cfg.Cgroup)
@@ -281,10 +304,10 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 		return err
 	}
 	r.cgroups = cg
-	if err := cg.create(daemonCgroup, podsCgroup); err != nil {
+	if err := cg.create(cgroupDirs...); err != nil {
 		return fmt.Errorf("cgroups: %w", err)
 	}
-	if err := createNetNS(ctx, r.cfg.NetNS); err != nil {
+	if err := createNetNS(ctx, r.cfg.NetNS, extraIPs...); err != nil {
 		return err
 	}
 	r.nsHTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
@@ -307,9 +330,13 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	if err != nil {
 		return err
 	}
-	containerd, err := r.startProcess("containerd", "containerd", "--config", r.path("containerd", "config.toml"))
-	if err != nil {
-		return err
+	var containerds []*process
+	for _, n := range r.nodes {
+		p, err := r.startProcess(n.Component("containerd"), "containerd", "--config", n.path("containerd", "config.toml"))
+		if err != nil {
+			return err
+		}
+		containerds = append(containerds, p)
 	}
 	if err := r.waitFor(ctx, etcd, "etcd healthy", 30*time.Second, func() (bool, error) {
 		return r.nsGetOK(ctx, "http://127.0.0.1:2379/health"), nil
@@ -321,15 +348,19 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := r.waitFor(ctx, containerd, "containerd serving", 30*time.Second, func() (bool, error) {
-		return r.containerdServing(ctx), nil
-	}); err != nil {
-		return err
-	}
-	logf("rig: containerd ready at %s", since())
-	kubelet, err := r.startProcess("kubelet", r.kubeletArgs()...)
-	if err != nil {
-		return err
+	var kubelets []*process
+	for i, n := range r.nodes {
+		if err := r.waitFor(ctx, containerds[i], n.Component("containerd")+" serving", 30*time.Second, func() (bool, error) {
+			return n.containerdServing(ctx), nil
+		}); err != nil {
+			return err
+		}
+		logf("rig: %s ready at %s", n.Component("containerd"), since())
+		p, err := r.startProcess(n.Component("kubelet"), n.kubeletArgs()...)
+		if err != nil {
+			return err
+		}
+		kubelets = append(kubelets, p)
 	}
 	if err := r.waitFor(ctx, apiserver, "kube-apiserver /readyz", 60*time.Second, func() (bool, error) {
 		return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
@@ -361,12 +392,14 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 		return err
 	}
 	logf("rig: images imported at %s", since())
-	if err := r.waitFor(ctx, kubelet, "node "+r.cfg.NodeName+" Ready", 90*time.Second, func() (bool, error) {
-		return r.nodeReady(ctx), nil
-	}); err != nil {
-		return err
+	for i, n := range r.nodes {
+		if err := r.waitFor(ctx, kubelets[i], "node "+n.name+" Ready", 90*time.Second, func() (bool, error) {
+			return r.nodeReady(ctx, n.name), nil
+		}); err != nil {
+			return err
+		}
+		logf("rig: node %s Ready at %s", n.name, since())
 	}
-	logf("rig: node Ready at %s", since())
 	if err := r.waitFor(ctx, r.proc("kube-controller-manager"), "ServiceAccount default/default", 60*time.Second, func() (bool, error) {
 		_, err := r.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1GetOptions)
 		return err == nil, nil
@@ -414,8 +447,8 @@ func (r *Rig) waitFor(ctx context.Context, p *process, what string, timeout time
 	}
 }
 
-func (r *Rig) containerdServing(ctx context.Context) bool {
-	return exec.CommandContext(ctx, "ctr", "--address", r.ContainerdSocket(), "version").Run() == nil
+func (n *Node) containerdServing(ctx context.Context) bool {
+	return exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").Run() == nil
 }
 
 func (r *Rig) proc(name string) *process {
@@ -502,29 +535,27 @@ func (r *Rig) LogDir() string { return r.path("logs") }
 // KubeBin is the folder of the Kubernetes binaries in use.
 func (r *Rig) KubeBin() string { return r.cfg.KubeBin }
 
-// NodeName is the name of the rig's only node.
+// NodeName is the name of the rig's first node (of a one-node rig, its only node).
 func (r *Rig) NodeName() string { return r.cfg.NodeName }
 
 // NetNSPath is the rig's network namespace, for nsenter --net= or setns.
 func (r *Rig) NetNSPath() string { return r.netnsPath }
 
-// ContainerdSocket is containerd's gRPC socket (CRI and the containerd API,
-// namespace ContainerdNamespace). It is a unix socket on the host's file
-// system: no netns needed to use it.
-func (r *Rig) ContainerdSocket() string { return r.path("containerd", "containerd.sock") }
+// ContainerdSocket is the first node's containerd gRPC socket (CRI and the
+// containerd API, namespace ContainerdNamespace). It is a unix socket on the
+// host's file system: no netns needed to use it.
+func (r *Rig) ContainerdSocket() string { return r.nodes[0].ContainerdSocket() }
 
-// ContainerdRoot and ContainerdState are containerd's --root and --state.
-func (r *Rig) ContainerdRoot() string  { return r.path("containerd", "root") }
-func (r *Rig) ContainerdState() string { return r.path("containerd", "state") }
+// ContainerdRoot and ContainerdState are the first node's containerd --root and --state.
+func (r *Rig) ContainerdRoot() string  { return r.nodes[0].ContainerdRoot() }
+func (r *Rig) ContainerdState() string { return r.nodes[0].ContainerdState() }
 
-// PodNetNSDir is where containerd mounts the pods' network namespaces
-// (netns_mounts_under_state_dir): one file per sandbox, named cni-<uuid>.
-func (r *Rig) PodNetNSDir() string {
-	return filepath.Join(r.ContainerdState(), "io.containerd.grpc.v1.cri", "netns")
-}
+// PodNetNSDir is where the first node's containerd mounts the pods' network
+// namespaces (netns_mounts_under_state_dir): one file per sandbox, named cni-<uuid>.
+func (r *Rig) PodNetNSDir() string { return r.nodes[0].PodNetNSDir() }
 
-// KubeletRootDir is the kubelet's --root-dir (pods, volumes, plugins).
-func (r *Rig) KubeletRootDir() string { return r.path("kubelet") }
+// KubeletRootDir is the first node's kubelet --root-dir (pods, volumes, plugins).
+func (r *Rig) KubeletRootDir() string { return r.nodes[0].KubeletRootDir() }
 
 // CAFile is the PEM certificate of the rig's CA: the API server's and the
 // kubelet's serving certificates and every client certificate chain to it.
@@ -540,9 +571,9 @@ func (r *Rig) APIServerHostAddr() string { return r.fwd.Addr() }
 // netns (see Command), not from the host.
 func (r *Rig) AdminKubeconfig() string { return r.path("admin.kubeconfig") }
 
-// KubeletKubeconfig is the kubelet's kubeconfig (system:node:<node>, group
-// system:nodes), for use inside the netns.
-func (r *Rig) KubeletKubeconfig() string { return r.path("kubelet.kubeconfig") }
+// KubeletKubeconfig is the first node kubelet's kubeconfig
+// (system:node:<node>, group system:nodes), for use inside the netns.
+func (r *Rig) KubeletKubeconfig() string { return r.nodes[0].KubeletKubeconfig() }
 
 // Kubeconfig issues a client certificate for user and groups, writes a
 // kubeconfig for it that works inside the netns, and returns its path. Use it

@@ -140,9 +140,9 @@ func Teardown(ctx context.Context, cfg Config) error {
 func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	start := time.Now()
 	var errs []error
-	// The kubelet first, so that it restarts nothing; then everything else.
+	// The kubelets first, so that they restart nothing; then everything else.
 	for _, p := range live {
-		if p.Name == "kubelet" {
+		if isKubelet(p.Name) {
 			p.stopGracefully(0)
 		}
 	}

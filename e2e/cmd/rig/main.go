@@ -5,7 +5,8 @@
 //	rig up     bring the cluster up, print how to use it, and leave it running
 //	rig down   tear it down (also whatever a killed test left behind)
 //
-// The Kubernetes binaries come from $PROBESHIM_KUBE_BIN (make rig-up sets it).
+// The Kubernetes binaries come from $PROBESHIM_KUBE_BIN (make rig-up sets it);
+// PROBESHIM_RIG_NODES=2 brings up two nodes (make rig-up RIG_NODES=2).
 package main
 
 import (
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +31,14 @@ func main() {
 	defer stop()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	cfg := rig.Config{Logf: logf}
+	if v := os.Getenv("PROBESHIM_RIG_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "PROBESHIM_RIG_NODES:", err)
+			os.Exit(2)
+		}
+		cfg.Nodes = n
+	}
 	start := time.Now()
 	switch os.Args[1] {
 	case "up":
@@ -36,7 +47,11 @@ func main() {
 			fmt.Fprintln(os.Stderr, "rig up:", err)
 			os.Exit(1)
 		}
-		fmt.Printf(`# rig up in %s; node %s, logs in %s
+		var names []string
+		for _, n := range r.Nodes() {
+			names = append(names, n.Name())
+		}
+		fmt.Printf(`# rig up in %s; nodes %s, logs in %s
 # The API server listens inside network namespace %s only. Enter it with:
 %s
 # or run single commands there, e.g.:
@@ -44,7 +59,7 @@ func main() {
 export KUBECONFIG=%s
 export CONTAINERD_ADDRESS=%s
 # tear down with: make rig-down
-`, time.Since(start).Round(time.Millisecond), r.NodeName(), r.LogDir(), r.NetNSPath(), r.EnterHint(),
+`, time.Since(start).Round(time.Millisecond), strings.Join(names, " "), r.LogDir(), r.NetNSPath(), r.EnterHint(),
 			r.NetNSPath(), r.KubeBin(), r.AdminKubeconfig(), r.AdminKubeconfig(), r.ContainerdSocket())
 	case "down":
 		if err := rig.Teardown(ctx, cfg); err != nil {

@@ -1,0 +1,124 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package framework
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/probeshim/probeshim/e2e/rig"
+)
+
+// WithNodes makes Main bring up a rig of n nodes (rig.Config.Nodes): a
+// kubelet and a containerd of their own each, one control plane. Suites that
+// do not ask get one node.
+func WithNodes(n int) Option {
+	return func(o *options) { o.rig.Nodes = n }
+}
+
+// Nodes are the rig's nodes, the first (Rig.NodeName) first.
+func (c *Cluster) Nodes() []*rig.Node { return c.Rig.Nodes() }
+
+// NodeServiceUser is the identity the node service of node runs as by
+// default: the kubelet's, system:node:<node> in group system:nodes.
+func NodeServiceUser(node string) (user string, groups []string) {
+	return "system:node:" + node, []string{"system:nodes"}
+}
+
+// StartNodeServiceOn starts the node service for node n of the rig (its
+// name, its containerd) like StartNodeService does for the first node, with
+// the kubeconfig given, or the node's own identity (NodeServiceUser) when
+// kubeconfig is "". It is stopped when the test ends (resumed first if
+// paused). Several may run at once: each has its own health address and
+// status socket.
+func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig string, extra ...string) *NodeService {
+	t.Helper()
+	buildOnce.Do(func() { builtBin, buildErr = BuildBinary("./shim/cmd/probeshim") })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	if kubeconfig == "" {
+		user, groups := NodeServiceUser(n.Name())
+		var err error
+		if kubeconfig, err = c.Rig.Kubeconfig(user, groups...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, err := c.freeRigPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &NodeService{c: c, dir: dir, health: fmt.Sprintf("127.0.0.1:%d", port)}
+	s.args = append([]string{builtBin,
+		"--config", cfgFile,
+		"--node-name", n.Name(),
+		"--kubeconfig", kubeconfig,
+		"--containerd-socket", n.ContainerdSocket(),
+		"--health-address", s.health,
+		"--metrics-address", s.health,
+		"--status-socket", s.StatusSocket(),
+	}, extra...)
+	s.Start(t)
+	t.Cleanup(func() {
+		s.Resume()
+		s.Stop()
+	})
+	return s
+}
+
+// freeRigPort returns a TCP port free on the loopback of the rig's netns
+// (where every node service of the rig listens) at the time of the call.
+func (c *Cluster) freeRigPort() (int, error) {
+	var port int
+	err := rig.InNetNS(c.NetNSPath(), func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		return ln.Close()
+	})
+	return port, err
+}
+
+// Pause stops the running service with SIGSTOP: the process stays, holds its
+// sockets and does nothing (a hung service). Resume, Stop and Kill work on a
+// paused service.
+func (s *NodeService) Pause() error { return s.send(syscall.SIGSTOP) }
+
+// Resume continues a paused service (SIGCONT); a no-op when it runs.
+func (s *NodeService) Resume() error { return s.send(syscall.SIGCONT) }
+
+func (s *NodeService) send(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	// The command is nsenter, which execs the service: the pid is the service's.
+	return s.cmd.Process.Signal(sig)
+}
+
+// Running reports whether the service's process exists (paused counts).
+func (s *NodeService) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
