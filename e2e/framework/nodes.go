@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/probeshim/probeshim/e2e/rig"
 )
 
@@ -73,6 +77,15 @@ func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig strin
 		s.Stop()
 	})
 	return s
+}
+
+// CRIOn dials the CRI service of node n's containerd. Close the connection when done.
+func CRIOn(n *rig.Node) (runtimeapi.RuntimeServiceClient, *grpc.ClientConn, error) {
+	conn, err := grpc.NewClient("unix://"+n.ContainerdSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return runtimeapi.NewRuntimeServiceClient(conn), conn, nil
 }
 
 // freeRigPort returns a TCP port free on the loopback of the rig's netns
