@@ -101,12 +101,12 @@ func (r *Rig) etcdArgs() []string {
 func (r *Rig) apiserverArgs() []string {
 	pki := r.pki.path
 	return joinArgs(r.bin("kube-apiserver"), map[string]string{
-		"etcd-servers":                     "http://127.0.0.1:2379",
-		"bind-address":                     "0.0.0.0",
-		"secure-port":                      fmt.Sprint(APIServerPort),
-		"advertise-address":                NodeIP,
-		"tls-cert-file":                    pki("apiserver.crt"),
-		"tls-private-key-file":             pki("apiserver.key"),
+		"etcd-servers":         "http://127.0.0.1:2379",
+		"bind-address":         "0.0.0.0",
+		"secure-port":          fmt.Sprint(APIServerPort),
+		"advertise-address":    NodeIP,
+		"tls-cert-file":        pki("apiserver.crt"),
+		"tls-private-key-file": pki("apiserver.key"),
 		// A bundle: the rig's CA and the CAs of revocable identities
 		// (RevocableKubeconfig), reloaded by the API server when it changes.
 		"client-ca-file":                   pki(clientCABundle),
