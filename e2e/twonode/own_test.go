@@ -73,7 +73,7 @@ func (s *suite) testOwnPods(t *testing.T) {
 			}
 		}
 		sort.Strings(got)
-		want := []string{gs[c.n.Name()].Name + "/idle", live[c.n.Name()].Name + "/" + livenessProbeName}
+		want := []string{gs[c.n.Name()].Name + "/" + idleProbe, live[c.n.Name()].Name + "/" + livenessProbeName}
 		sort.Strings(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("the node service of %s runs probes %v, want %v", c.n.Name(), got, want)

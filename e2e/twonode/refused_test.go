@@ -3,6 +3,7 @@
 package twonode
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,15 @@ func (s *suite) testRefused(t *testing.T) {
 	if got := crr.Labels[v1alpha1.LabelCRRNodeName]; got != s.a.Name() {
 		t.Fatalf("request %s is labelled for node %q, want %s", crr.Name, got, s.a.Name())
 	}
-	statusPatch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"message":"example.com: written by the test"}}`))
+	// The status as it is, and a message: a status the schema accepts, so admission decides.
+	if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(crr), crr); err != nil {
+		t.Fatal(err)
+	}
+	phase := crr.Status.Phase
+	if phase == "" {
+		phase = v1alpha1.ContainerRecreateRequestPending
+	}
+	statusPatch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"phase":%q,"message":"example.com: written by the test"}}`, phase)))
 	err := bs.Status().Patch(ctx, crr.DeepCopy(), statusPatch, dry)
 	checkRefusal(t, "request status: B writes A's", err, true, "only its node ("+s.a.Name()+")")
 	err = as.Status().Patch(ctx, crr.DeepCopy(), statusPatch, dry)

@@ -65,7 +65,7 @@ func (s *suite) testReregister(t *testing.T) {
 	}
 	t.Logf("node %s registered again %s after its deletion", s.b.Name(), time.Since(t0).Round(time.Millisecond))
 	var npp *v1alpha1.NodePodProbe
-	err = framework.WaitFor(ctx, time.Minute, "a new NodePodProbe "+s.b.Name()+" owned by the new Node, probing "+gsB.Name, func(ctx context.Context) (bool, string, error) {
+	err = framework.WaitFor(ctx, time.Minute, "a new NodePodProbe "+s.b.Name()+" owned by the new Node, with "+gsB.Name+"'s result", func(ctx context.Context) (bool, string, error) {
 		var err error
 		npp, err = s.npp(ctx, s.b.Name())
 		if err != nil {
@@ -76,14 +76,12 @@ func (s *suite) testReregister(t *testing.T) {
 			owned = owned || ref.Kind == "Node" && ref.UID == newNode.UID
 		}
 		spec, status := nppPods(npp, ns)
-		return npp.UID != oldNPP.UID && owned && len(spec) == 1 && len(status) == 1,
-			fmt.Sprintf("uid %s, owners %v, spec %v, status %v", npp.UID, npp.OwnerReferences, spec, status), nil
+		st := probeState(npp, gsB, idleProbe)
+		return npp.UID != oldNPP.UID && owned && len(spec) == 1 && st.State == v1alpha1.ProbeSucceeded,
+			fmt.Sprintf("uid %s, owners %v, spec %v, status %v, %s %q", npp.UID, npp.OwnerReferences, spec, status, idleProbe, st.State), nil
 	})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, s.explain(gsB))
-	}
-	if st := probeState(npp, gsB, "idle"); st.State != v1alpha1.ProbeSucceeded {
-		t.Errorf("%s in the new NodePodProbe: %q, want Succeeded", gsB.Name, st.State)
 	}
 	t.Logf("new NodePodProbe %s with results %s after the Node's deletion", s.b.Name(), time.Since(t0).Round(time.Millisecond))
 

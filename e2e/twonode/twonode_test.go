@@ -46,6 +46,9 @@ const (
 
 var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
 
+// idleProbe is the idle marker's probe as NodePodProbe and the node service name it: <marker>#<probe>.
+const idleProbe = "idle#idle"
+
 // suite is the cluster deployment and one node service per node, each under its node's identity.
 type suite struct {
 	c    *framework.Cluster
@@ -160,10 +163,20 @@ func livenessProbe(cmd []string) *corev1.Probe {
 	}
 }
 
+// exec runs cmd in the container, again while it fails for up to 30 s: a kubelet that has just
+// restarted refuses exec into pods it has not synced yet.
 func (s *suite) exec(t testing.TB, p *corev1.Pod, container string, cmd ...string) {
 	t.Helper()
-	if _, stderr, err := s.c.Exec(framework.Context(t, time.Minute), p.Namespace, p.Name, container, cmd...); err != nil {
-		t.Fatalf("exec %v in %s: %v %s", cmd, p.Name, err, stderr)
+	err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, fmt.Sprintf("exec %v in %s", cmd, p.Name),
+		func(ctx context.Context) (bool, string, error) {
+			_, stderr, err := s.c.Exec(ctx, p.Namespace, p.Name, container, cmd...)
+			if err != nil {
+				return false, fmt.Sprintf("%v %s", err, stderr), nil
+			}
+			return true, "", nil
+		})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
