@@ -98,6 +98,7 @@ func TestTwoNodes(t *testing.T) {
 	})
 	t.Run("node B deleted and registered again", s.testReregister)
 	t.Run("node B's service stopped, killed, revoked", s.testSilentService)
+	t.Run("heartbeat", s.testHeartbeat)
 
 	cluster.CheckNoPanics(t, c, s.svcA)
 	cluster.CheckNoPanics(t, c, s.serviceB())
@@ -142,13 +143,16 @@ func (s *suite) createMarker(t testing.TB, m *v1alpha1.PodProbeMarker) {
 
 // livePod runs a pod on node n whose container app has an enhanced liveness probe that fails
 // while failFile exists, and waits until it is Ready and the probe succeeds.
-func (s *suite) livePod(t testing.TB, ns, name string, n *rig.Node) *corev1.Pod {
+func (s *suite) livePod(t testing.TB, ns, name string, n *rig.Node, edit ...func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	ctr := framework.Shell(appContainer, appScript)
 	ctr.LivenessProbe = livenessProbe([]string{"test", "!", "-e", failFile})
 	p := framework.NewPod(ns, name, ctr)
 	p.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
 	p.Spec.NodeName = n.Name()
+	for _, e := range edit {
+		e(p)
+	}
 	p = s.c.WaitForPodReady(t, s.c.CreatePod(t, p), waitPodReady)
 	s.waitProbe(t, n, p, livenessProbeName, v1alpha1.ProbeSucceeded)
 	return p
