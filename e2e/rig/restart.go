@@ -47,12 +47,10 @@ func (r *Rig) StartComponent(ctx context.Context, name string) error {
 		return err
 	}
 	return r.waitFor(ctx, p, name+" serving", 60*time.Second, func() (bool, error) {
-		switch name {
-		case "kube-apiserver":
-			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
-		}
 		n := r.nodeOfComponent(name)
 		switch {
+		case name == "kube-apiserver":
+			return r.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error() == nil, nil
 		case n != nil && name == n.Component("containerd"):
 			return n.criReady(ctx), nil
 		case n != nil && name == n.Component("kubelet"):
