@@ -164,7 +164,7 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 	s.exec(t, liveB, appContainer, "touch", failFile)
 	s.waitProbe(t, s.b, liveB, livenessProbeName, v1alpha1.ProbeFailed)
 
-	svc := s.serviceB()
+	svc := s.svcB
 	user, groups := framework.NodeServiceUser(s.b.Name())
 	var restore func()
 	switch mode {

@@ -58,7 +58,7 @@ func (s *suite) testOwnPods(t *testing.T) {
 	for _, c := range []struct {
 		n   *rig.Node
 		svc *framework.NodeService
-	}{{s.a, s.svcA}, {s.b, s.serviceB()}} {
+	}{{s.a, s.svcA}, {s.b, s.svcB}} {
 		st, err := c.svc.Status(ctx)
 		if err != nil {
 			t.Fatal(err)

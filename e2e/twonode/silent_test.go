@@ -45,7 +45,7 @@ func (s *suite) testSilentService(t *testing.T) {
 		s.waitIdle(t, gsB, idle[next])
 	}
 
-	svc := s.serviceB()
+	svc := s.svcB
 	t.Log("SIGSTOP")
 	if err := svc.Pause(); err != nil {
 		t.Fatal(err)

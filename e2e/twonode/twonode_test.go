@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,18 +50,9 @@ const idleProbe = "idle#idle"
 
 // suite is the cluster deployment and one node service per node, each under its node's identity.
 type suite struct {
-	c    *framework.Cluster
-	a, b *rig.Node
-
-	mu         sync.Mutex
+	c          *framework.Cluster
+	a, b       *rig.Node
 	svcA, svcB *framework.NodeService
-}
-
-// serviceB is node B's current node service (the silent-service scenario replaces it).
-func (s *suite) serviceB() *framework.NodeService {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.svcB
 }
 
 // TestTwoNodes deploys the cluster part, starts a node service on each node and runs the
@@ -87,7 +77,7 @@ func TestTwoNodes(t *testing.T) {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))
 			t.Logf("node service of %s (end of log):\n%s", s.a.Name(), logtail.Last(s.svcA.Logs(), 40))
-			t.Logf("node service of %s (end of log):\n%s", s.b.Name(), logtail.Last(s.serviceB().Logs(), 40))
+			t.Logf("node service of %s (end of log):\n%s", s.b.Name(), logtail.Last(s.svcB.Logs(), 40))
 		}
 	})
 
@@ -101,7 +91,7 @@ func TestTwoNodes(t *testing.T) {
 	t.Run("heartbeat", s.testHeartbeat)
 
 	cluster.CheckNoPanics(t, c, s.svcA)
-	cluster.CheckNoPanics(t, c, s.serviceB())
+	cluster.CheckNoPanics(t, c, s.svcB)
 }
 
 // ---- pods and markers ----
