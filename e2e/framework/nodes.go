@@ -33,6 +33,13 @@ func NodeServiceUser(node string) (user string, groups []string) {
 	return "system:node:" + node, []string{"system:nodes"}
 }
 
+// DedicatedNodeUser is the dedicated identity of node's service, as
+// cluster/deploy's --node-user-prefix and --node-group name it:
+// probeshim:node:<node> in group probeshim:nodes.
+func DedicatedNodeUser(node string) (user string, groups []string) {
+	return "probeshim:node:" + node, []string{"probeshim:nodes"}
+}
+
 // StartNodeServiceOn starts the node service for node n of the rig (its
 // name, its containerd) like StartNodeService does for the first node, with
 // the kubeconfig given, or the node's own identity (NodeServiceUser) when

@@ -114,7 +114,7 @@ func (s *suite) lease(ctx context.Context, node string) (renewed time.Time, err 
 	return l.Spec.RenewTime.Time, nil
 }
 
-// Both Leases are renewed; a node's identity may write its own Lease and not the other's.
+// Both Leases are renewed; a node's dedicated identity may write its own Lease and not the other's.
 func (s *suite) testLeases(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
 	for _, n := range []*rig.Node{s.a, s.b} {
@@ -133,7 +133,8 @@ func (s *suite) testLeases(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	as, bs := s.nodeClient(t, s.a), s.nodeClient(t, s.b)
+	// The dedicated identities: NodeRestriction keeps the kubelet's out of this namespace.
+	as, bs := s.nodeClient(t, s.a, framework.DedicatedNodeUser), s.nodeClient(t, s.b, framework.DedicatedNodeUser)
 	now, _ := json.Marshal(metav1.NowMicro())
 	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"renewTime":%s}}`, now)))
 	dry := &client.PatchOptions{DryRun: []string{metav1.DryRunAll}}
@@ -165,7 +166,7 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 	s.waitProbe(t, s.b, liveB, livenessProbeName, v1alpha1.ProbeFailed)
 
 	svc := s.svcB
-	user, groups := framework.NodeServiceUser(s.b.Name())
+	user, groups := framework.DedicatedNodeUser(s.b.Name())
 	var restore func()
 	switch mode {
 	case "SIGSTOP":

@@ -19,42 +19,16 @@ import (
 	"github.com/probeshim/probeshim/e2e/rig"
 )
 
-// Node B's identity (the one its node service runs as) may write the status of its own
-// NodePodProbe and of requests for its own pods, and is refused for node A's; and the other way
-// round. The writes are dry runs: admission decides them in full, nothing is stored.
+// Node B's identities — the kubelet's (system:node:<B>) and the node service's dedicated one
+// (probeshim:node:<B>) — may write the status of B's NodePodProbe and of requests for B's pods,
+// and are refused for node A's; and the other way round. The writes are dry runs: admission
+// decides them in full, nothing is stored.
 func (s *suite) testRefused(t *testing.T) {
 	t.Parallel()
 	ns := s.c.Namespace(t)
 	ctx := framework.Context(t, 3*time.Minute)
-	as, bs := s.nodeClient(t, s.a), s.nodeClient(t, s.b)
 
-	// NodePodProbe status.
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"podProbeStatuses":null}}`))
-	dry := &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: []string{metav1.DryRunAll}}}
-	for _, c := range []struct {
-		who    client.Client
-		whom   *rig.Node
-		name   string
-		refuse bool
-	}{
-		{bs, s.a, "B writes A's", true},
-		{as, s.b, "A writes B's", true},
-		{bs, s.b, "B writes its own", false},
-		{as, s.a, "A writes its own", false},
-	} {
-		npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: c.whom.Name()}}
-		err := c.who.Status().Patch(ctx, npp, patch, dry)
-		checkRefusal(t, "NodePodProbe status: "+c.name, err, c.refuse, "may not write the status of NodePodProbe "+c.whom.Name())
-	}
-	// Nor the spec, of any NodePodProbe.
-	for _, who := range []client.Client{as, bs} {
-		npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: s.a.Name()}}
-		err := who.Patch(ctx, npp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"podProbes":null}}`)),
-			&client.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		checkRefusal(t, "NodePodProbe spec", err, true, "")
-	}
-
-	// ContainerRecreateRequest status: a request for a pod on node A.
+	// A request for a pod on node A, for the request status writes.
 	p := framework.NewPod(ns, "target", framework.Shell(appContainer, appScript))
 	p.Spec.NodeName = s.a.Name()
 	p = s.c.WaitForPodReady(t, s.c.CreatePod(t, p), waitPodReady)
@@ -77,11 +51,42 @@ func (s *suite) testRefused(t *testing.T) {
 	if phase == "" {
 		phase = v1alpha1.ContainerRecreateRequestPending
 	}
-	statusPatch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"phase":%q,"message":"example.com: written by the test"}}`, phase)))
-	err := bs.Status().Patch(ctx, crr.DeepCopy(), statusPatch, dry)
-	checkRefusal(t, "request status: B writes A's", err, true, "only its node ("+s.a.Name()+")")
-	err = as.Status().Patch(ctx, crr.DeepCopy(), statusPatch, dry)
-	checkRefusal(t, "request status: A writes its own", err, false, "")
+	crrPatch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"phase":%q,"message":"example.com: written by the test"}}`, phase)))
+	nppPatch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"podProbeStatuses":null}}`))
+	dry := &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{DryRun: []string{metav1.DryRunAll}}}
+
+	for _, id := range []struct {
+		name string
+		user func(node string) (string, []string)
+	}{{"kubelet identity", framework.NodeServiceUser}, {"dedicated identity", framework.DedicatedNodeUser}} {
+		as, bs := s.nodeClient(t, s.a, id.user), s.nodeClient(t, s.b, id.user)
+		for _, c := range []struct {
+			who    client.Client
+			whom   *rig.Node
+			name   string
+			refuse bool
+		}{
+			{bs, s.a, "B writes A's", true},
+			{as, s.b, "A writes B's", true},
+			{bs, s.b, "B writes its own", false},
+			{as, s.a, "A writes its own", false},
+		} {
+			npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: c.whom.Name()}}
+			err := c.who.Status().Patch(ctx, npp, nppPatch, dry)
+			checkRefusal(t, id.name+": NodePodProbe status: "+c.name, err, c.refuse, "may not write the status of NodePodProbe "+c.whom.Name())
+		}
+		// Nor the spec, of any NodePodProbe.
+		for _, who := range []client.Client{as, bs} {
+			npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: s.a.Name()}}
+			err := who.Patch(ctx, npp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"podProbes":null}}`)),
+				&client.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			checkRefusal(t, id.name+": NodePodProbe spec", err, true, "")
+		}
+		err := bs.Status().Patch(ctx, crr.DeepCopy(), crrPatch, dry)
+		checkRefusal(t, id.name+": request status: B writes A's", err, true, "only its node ("+s.a.Name()+")")
+		err = as.Status().Patch(ctx, crr.DeepCopy(), crrPatch, dry)
+		checkRefusal(t, id.name+": request status: A writes its own", err, false, "")
+	}
 
 	// Node A carries the request out; node B never touched it.
 	if _, err := s.c.WaitForPod(ctx, ns, p.Name, waitRestart, "restarted once", func(p *corev1.Pod) bool {
@@ -91,12 +96,11 @@ func (s *suite) testRefused(t *testing.T) {
 	}
 }
 
-// nodeClient is a client with the identity of node n's kubelet and node service
-// (system:node:<n>, group system:nodes), issued by the rig's CA.
-func (s *suite) nodeClient(t testing.TB, n *rig.Node) client.Client {
+// nodeClient is a client with node n's identity as user names it, issued by the rig's CA.
+func (s *suite) nodeClient(t testing.TB, n *rig.Node, user func(node string) (string, []string)) client.Client {
 	t.Helper()
-	user, groups := framework.NodeServiceUser(n.Name())
-	cfg, err := s.c.Rig.RESTConfigFor(user, groups...)
+	name, groups := user(n.Name())
+	cfg, err := s.c.Rig.RESTConfigFor(name, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

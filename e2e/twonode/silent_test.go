@@ -63,7 +63,7 @@ func (s *suite) testSilentService(t *testing.T) {
 	back(true)
 
 	t.Log("credentials revoked")
-	user, groups := framework.NodeServiceUser(s.b.Name())
+	user, groups := framework.DedicatedNodeUser(s.b.Name())
 	kc, err := s.c.Rig.RevocableKubeconfig(user, groups...)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +76,7 @@ func (s *suite) testSilentService(t *testing.T) {
 		t.Fatal(err)
 	}
 	silent(true)
-	// Valid credentials again: B's usual service, under the node's identity.
+	// Valid credentials again: B's usual service.
 	revocable.Stop()
 	if strings.Contains(revocable.Logs(), "panic") {
 		t.Errorf("the node service with revoked credentials panicked:\n%s", revocable.Logs())

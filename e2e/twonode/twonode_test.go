@@ -48,7 +48,8 @@ var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
 // idleProbe is the idle marker's probe as NodePodProbe and the node service name it: <marker>#<probe>.
 const idleProbe = "idle#idle"
 
-// suite is the cluster deployment and one node service per node, each under its node's identity.
+// suite is the cluster deployment and one node service per node, each under its node's own
+// dedicated identity.
 type suite struct {
 	c          *framework.Cluster
 	a, b       *rig.Node
@@ -71,8 +72,8 @@ func TestTwoNodes(t *testing.T) {
 	s := &suite{c: c, a: nodes[0], b: nodes[1]}
 	s.waitNPP(t, s.b.Name())
 	t.Logf("cluster deployment ready in %s", time.Since(t0).Round(time.Millisecond))
-	s.svcA = c.StartNodeServiceOn(t, s.a, "")
-	s.svcB = c.StartNodeServiceOn(t, s.b, "")
+	s.svcA = c.StartNodeServiceOn(t, s.a, s.dedicatedKubeconfig(t, s.a))
+	s.svcB = c.StartNodeServiceOn(t, s.b, s.dedicatedKubeconfig(t, s.b))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))
@@ -92,6 +93,19 @@ func TestTwoNodes(t *testing.T) {
 
 	cluster.CheckNoPanics(t, c, s.svcA)
 	cluster.CheckNoPanics(t, c, s.svcB)
+}
+
+// dedicatedKubeconfig is a kubeconfig for node n's dedicated identity (framework.DedicatedNodeUser),
+// the one the node services of this suite run as: the kubelet's own identity cannot write the
+// heartbeat Lease (NodeRestriction keeps node identities to kube-node-lease).
+func (s *suite) dedicatedKubeconfig(t testing.TB, n *rig.Node) string {
+	t.Helper()
+	user, groups := framework.DedicatedNodeUser(n.Name())
+	kc, err := s.c.Rig.Kubeconfig(user, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }
 
 // ---- pods and markers ----
