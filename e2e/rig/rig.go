@@ -225,11 +225,11 @@ type Rig struct {
 // error carries the end of the failing component's log.
 func Start(ctx context.Context, cfg Config) (*Rig, error) {
 	cfg = cfg.withDefaults()
-	if os.Geteuid() != 0 {
-		return nil, errors.New("the rig needs root")
-	}
 	if cfg.Nodes < 1 || cfg.Nodes > MaxNodes {
 		return nil, fmt.Errorf("rig: %d nodes asked for, 1 to %d supported", cfg.Nodes, MaxNodes)
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the rig needs root")
 	}
 	if missing := MissingKubeBinaries(cfg.KubeBin); len(missing) > 0 {
 		return nil, fmt.Errorf("kube binaries folder %q lacks %v: run e2e/kubebin/build.sh and set PROBESHIM_KUBE_BIN", cfg.KubeBin, missing)
