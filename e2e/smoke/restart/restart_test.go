@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probeshim/probeshim/e2e/framework"
@@ -33,15 +35,44 @@ func TestMain(m *testing.M) {
 }
 
 // helper is the child process the kill -9 tests start: it brings a rig up,
-// says READY on stdout and waits to be killed.
-func helper(string) int {
-	r, err := rig.Start(context.Background(), config())
+// says READY on stdout and waits to be killed. Mode "up2" brings up two
+// nodes and runs a pod on the second first, so that its containerd has
+// shims, mounts and a pod netns to leave behind.
+func helper(mode string) int {
+	cfg := config()
+	if mode == "up2" {
+		cfg.Nodes = 2
+	}
+	r, err := rig.Start(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 1
 	}
+	if mode == "up2" {
+		if err := runPodOn(r, r.Nodes()[1].Name()); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 1
+		}
+	}
 	fmt.Println("READY", r.NodeName())
 	select {}
+}
+
+// runPodOn runs a pod on the named node and waits until it runs.
+func runPodOn(r *rig.Rig, node string) error {
+	c, err := framework.NewCluster(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := framework.NewPod("default", "on-"+node, framework.Command("main", "sleep", "1000000"))
+	p.Spec.NodeName = node
+	if _, err := c.Kube.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err = c.WaitForPod(ctx, "default", p.Name, 2*time.Minute, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	return err
 }
 
 func config() rig.Config {
@@ -129,11 +160,16 @@ func TestStartTwiceInARow(t *testing.T) {
 	requireClean(t, cfg)
 }
 
-// startHelper runs this test binary as a helper that brings a rig up.
-func startHelper(t *testing.T) (*exec.Cmd, *bufio.Scanner) {
+// startHelper runs this test binary as a helper that brings a rig up (mode
+// "up", or "up2" for two nodes).
+func startHelper(t *testing.T, mode ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=up")
+	m := "up"
+	if len(mode) > 0 {
+		m = mode[0]
+	}
+	cmd.Env = append(os.Environ(), helperEnv+"="+m)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -194,6 +230,59 @@ func TestKillDashNineAfterUpThenStart(t *testing.T) {
 	}
 	if alive := running(pids); len(alive) > 0 {
 		t.Errorf("processes of the killed helper's rig still run: %v", alive)
+	}
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	requireClean(t, cfg)
+}
+
+// A two-node rig whose starter was killed, with a pod on its second node, is
+// cleaned away by the next Start of a one-node rig (the next suite), which
+// leaves nothing of the second node behind when it stops.
+func TestKillDashNineTwoNodesThenOneNodeStart(t *testing.T) {
+	skipUnlessAvailable(t)
+	cfg := config()
+	cmd, out := startHelper(t, "up2")
+	ready := make(chan bool, 1)
+	go func() {
+		for out.Scan() {
+			if strings.HasPrefix(out.Text(), "READY") {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("helper exited before its rig was up")
+		}
+	case <-time.After(4 * time.Minute):
+		t.Fatal("helper's two-node rig not up after 4 minutes")
+	}
+	pids := recordedPIDs(t, cfg)
+	if len(pids) < 9 {
+		t.Fatalf("the two-node rig recorded %d processes, want its 9 components at least", len(pids))
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	ctx := framework.Context(t, 5*time.Minute)
+	r, err := rig.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("one-node start after a killed two-node rig: %v", err)
+	}
+	if alive := running(pids); len(alive) > 0 {
+		t.Errorf("processes of the killed two-node rig still run: %v", alive)
+	}
+	if n := len(r.Nodes()); n != 1 {
+		t.Errorf("the new rig has %d nodes, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir(), "nodes")); !os.IsNotExist(err) {
+		t.Errorf("the second node's folder survived the new start: %v", err)
 	}
 	if err := r.Stop(ctx); err != nil {
 		t.Fatal(err)
