@@ -9,8 +9,9 @@ package twonode
 //     own identity may write it;
 //   - after the cluster deployment's --node-service-grace (default 40 s) without a renewal, the
 //     marker conditions of that node's pods go Unknown (with a message saying the node service is
-//     silent), their markerPolicy labels are removed (the default), and the decider holds
-//     restarts of that node's pods with reason NodeServiceSilent;
+//     silent), their markerPolicy labels are removed (the default), a NodeServiceSilent event
+//     lands on each pod, and the decider holds restarts of that node's pods with reason
+//     NodeServiceSilent;
 //   - once the Lease is renewed again, results flow as before.
 // These tests skip, saying so, where cluster/deploy has no namespace probeshim-node-lease (the
 // heartbeat is not in the tree); once the branches are merged they run. They have not been run
@@ -49,6 +50,7 @@ const (
 	testGrace          = 20 * time.Second
 	graceFlag          = "--node-service-grace"
 	reasonSilent       = "NodeServiceSilent"
+	eventSilent        = "NodeServiceSilent" // the Warning event on each pod of a node gone silent
 	silentMessageWords = "silent"
 )
 
@@ -213,6 +215,9 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 	t.Logf("%s: %s Unknown %s after the service went silent: %q", mode, gsB.Name, time.Since(silentSince).Round(time.Second), condition(p, conditionIdle).Message)
 	if msg := condition(p, conditionIdle).Message; !strings.Contains(strings.ToLower(msg), silentMessageWords) {
 		t.Errorf("the Unknown condition's message does not say the node service is silent: %q", msg)
+	}
+	if _, err := s.c.WaitForEvent(framework.Context(t, 2*time.Minute), ns, gsB.Name, eventSilent, s.b.Name(), waitMarks); err != nil {
+		t.Errorf("no %s event on %s: %v", eventSilent, gsB.Name, err)
 	}
 	if _, err := s.c.WaitForEvent(framework.Context(t, 2*time.Minute), ns, liveB.Name, decider.EventReasonHeld, "("+reasonSilent+")", waitRestart); err != nil {
 		t.Errorf("%v\n%s", err, s.explain(liveB))
