@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
 )
 
 const (
@@ -112,7 +113,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false }, // only its coming and going matter
 		})).
-		Watches(&coordinationv1.Lease{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(r.leaseChanged())).
+		// Keyed by the node's name alone, like the Node and the NodePodProbe: one reconcile per node.
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseToNode), builder.WithPredicates(r.leaseChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(nppChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
@@ -228,6 +230,7 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 	if prev == st.value && npp.Annotations[v1alpha1.AnnotationNodeServiceSince] == since {
 		return nil
 	}
+	rv := npp.ResourceVersion
 	var sinceValue any
 	if since != "" {
 		sinceValue = since
@@ -240,6 +243,8 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 		}
 		return fmt.Errorf("recording the node service's heartbeat state on NodePodProbe %s: %w", npp.Name, err)
 	}
+	// The next reconcile must not see the record as it was and write it again.
+	cachewait.Until(ctx, r.client, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: npp.Name}}, rv)
 	wasSilent, isSilent := prev == v1alpha1.NodeServiceSilent, st.value == v1alpha1.NodeServiceSilent
 	if wasSilent == isSilent {
 		return nil
@@ -284,6 +289,10 @@ func (r *reconciler) deleteLease(ctx context.Context, name string) error {
 	}
 	log.FromContext(ctx).Info("deleted the node service Lease of a deleted node")
 	return nil
+}
+
+func leaseToNode(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 }
 
 // leaseChanged passes the Leases of LeaseNamespace that appear or go, and the renewals of a Lease

@@ -368,6 +368,7 @@ func TestSilentNodeService(t *testing.T) {
 	waitNPPState(t, node, v1alpha1.NodeServiceLive)
 	waitGauge(t, node, 0)
 
+	mark := env.Writes.Len()
 	last := svc.halt()
 	stopped := time.Now()
 	want := "the probeshim node service on node " + node + " is silent since " + last.UTC().Format(time.RFC3339)
@@ -395,8 +396,12 @@ func TestSilentNodeService(t *testing.T) {
 	waitGauge(t, node, 1)
 	waitEvent(t, ns, pods[0].Name, heartbeat.EventReasonSilent, want)
 
+	// The transition is recorded once (one reconcile per node, whichever object woke it).
+	if n := nppWrites(mark, node); n != 1 {
+		t.Errorf("%d writes to the NodePodProbe for one transition, want 1", n)
+	}
 	// While silent, nothing more is written to the pod.
-	mark := env.Writes.Len()
+	mark = env.Writes.Len()
 	testenv.Consistently(t, time.Second, func() error { return podWrites(mark, ns) })
 
 	svc.start()
@@ -415,6 +420,16 @@ func TestSilentNodeService(t *testing.T) {
 	if len(writes) > 2 {
 		t.Errorf("recovery wrote %d times to the pod: %q", len(writes), writes)
 	}
+}
+
+func nppWrites(mark int, node string) int {
+	n := 0
+	for _, w := range env.Writes.Since(mark) {
+		if w.Kind == "NodePodProbe" && w.Name == node {
+			n++
+		}
+	}
+	return n
 }
 
 // podWrites fails when the manager wrote to a pod of ns since mark.
