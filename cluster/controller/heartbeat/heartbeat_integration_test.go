@@ -8,6 +8,7 @@ package heartbeat_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -453,6 +455,9 @@ func TestMissingLease(t *testing.T) {
 	nodePodProbe(t, withResults, gamePods(t, ns, withResults, 1), []string{"removes#idle"}, v1alpha1.ProbeSucceeded)
 	waitNPPState(t, withResults, v1alpha1.NodeServiceSilent)
 	waitGauge(t, withResults, 1)
+	if cells := printed(t, withResults); cells["Node-Service"] != v1alpha1.NodeServiceSilent || cells["Since"] == "" {
+		t.Errorf("kubectl get npp %s shows %v", withResults, cells)
+	}
 
 	without := env.Node(t, true).Name
 	nodePodProbe(t, without, nil, nil, v1alpha1.ProbeSucceeded)
@@ -562,4 +567,30 @@ func TestDeciderHoldsOnSilentNode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// printed is what `kubectl get npp <node>` shows, by column.
+func printed(t *testing.T, node string) map[string]string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cs.RESTClient().Get().AbsPath("/apis/apps.kruise.io/v1alpha1/nodepodprobes", node).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Rows) != 1 {
+		t.Fatalf("%d rows", len(table.Rows))
+	}
+	out := map[string]string{}
+	for i, col := range table.ColumnDefinitions {
+		out[col.Name] = fmt.Sprint(table.Rows[0].Cells[i])
+	}
+	return out
 }
