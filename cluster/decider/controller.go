@@ -286,13 +286,18 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 }
 
 // markSeen stamps each failure of views with when the decider first saw it and the container
-// instance running then, and forgets the failures that are gone.
+// instance running then, and forgets the failures that are gone. A failure reported by a silent
+// node service is not seen: once the node is back, its observation starts then, so the node
+// service has a probe period to refresh a result that may have healed meanwhile.
 func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.seen[wl]
 	next := map[seenKey]sighting{}
 	for i := range views {
+		if views[i].NodeServiceSilent != "" {
+			continue
+		}
 		for j := range views[i].Failing {
 			f := &views[i].Failing[j]
 			k := seenKey{views[i].UID, f.Container, f.Since}
