@@ -31,9 +31,9 @@ func TestAssess(t *testing.T) {
 		{name: "a Lease without results is silent too", renewed: at(0), now: time.Hour,
 			want: v1alpha1.NodeServiceSilent, wantSince: start},
 		{name: "no Lease, no results: nothing to make stale", now: time.Hour, want: v1alpha1.NodeServiceNoLease},
-		{name: "no Lease, results, within the grace of the start", results: true, now: 10 * time.Second,
+		{name: "no Lease, results, within the grace of its going missing", results: true, now: 10 * time.Second,
 			want: v1alpha1.NodeServiceNoLease, recheck: 30*time.Second + time.Millisecond},
-		{name: "no Lease, results, past the grace of the start: silent since the start", results: true, now: time.Minute,
+		{name: "no Lease, results, past the grace: silent since it went missing", results: true, now: time.Minute,
 			want: v1alpha1.NodeServiceSilent, wantSince: start},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

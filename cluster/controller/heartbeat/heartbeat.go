@@ -11,7 +11,9 @@
 // survives a leader change, and `kubectl get npp` shows it.
 //
 // A node with results in its NodePodProbe but no Lease at all is silent once the grace has passed
-// since this controller started: a node service that crashes before it ever renews is caught too.
+// since this controller first saw it without one (at the latest, since it started): a node
+// service that crashes before it ever renews is caught too, and a Lease deleted by hand has a
+// grace to come back.
 // That is why the node packages are upgraded before the cluster deployment: an older node service
 // renews no Lease.
 //
@@ -99,6 +101,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if o.Registry == nil {
 		o.Registry = ctrlmetrics.Registry
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.NodePodProbe{}, nameIndex,
+		func(o client.Object) []string { return []string{o.GetName()} }); err != nil {
+		return fmt.Errorf("indexing NodePodProbes by name: %w", err)
+	}
 	silent := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "probeshim_node_service_silent",
 		Help: "1 while the node service of the node has not renewed its Lease within the grace (its results count as Unknown, its liveness restarts are held), 0 while it has.",
@@ -107,7 +113,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("registering probeshim_node_service_silent: %w", err)
 	}
 	r := &reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder(ControllerName),
-		clock: o.Clock, grace: o.Grace, silent: silent}
+		clock: o.Clock, grace: o.Grace, silent: silent, missing: map[string]time.Time{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
@@ -120,6 +126,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Complete(r)
 }
 
+// nameIndex indexes NodePodProbes by name, for a read of the cached object without a copy.
+const nameIndex = "probeshim.heartbeat.name"
+
 type reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
@@ -127,13 +136,13 @@ type reconciler struct {
 	grace    time.Duration
 	silent   *prometheus.GaugeVec
 
-	startOnce sync.Once
-	started   time.Time // the first reconcile: from then on a missing Lease counts down the grace
+	mu sync.Mutex
+	// missing is when each node was first seen without a Lease: from then on the grace counts down.
+	missing map[string]time.Time
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	now := r.clock.Now()
-	r.startOnce.Do(func() { r.started = now })
 	name := req.Name
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil && !apierrors.IsNotFound(err) {
@@ -143,6 +152,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// collector do this too, but it may be missing (a node service that could not read its
 		// Node), and the Lease of a gone node must not outlive it.
 		r.silent.DeleteLabelValues(name)
+		r.missingSince(name, false, now)
 		return reconcile.Result{}, r.deleteLease(ctx, name)
 	}
 
@@ -154,14 +164,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	npp := &v1alpha1.NodePodProbe{}
-	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, npp); err != nil && !apierrors.IsNotFound(err) {
+	// The cached object itself, read only (record copies it before writing): a Get would
+	// deep-copy the node's whole NodePodProbe once per node and grace.
+	var list v1alpha1.NodePodProbeList
+	if err := r.client.List(ctx, &list, client.MatchingFields{nameIndex: name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
-	} else if err != nil || npp.DeletionTimestamp != nil {
-		npp = nil
+	}
+	var npp *v1alpha1.NodePodProbe
+	if len(list.Items) > 0 && list.Items[0].DeletionTimestamp == nil {
+		npp = &list.Items[0]
 	}
 
-	st, recheck := assess(renewed, npp != nil && hasResults(npp), r.started, now, r.grace)
+	st, recheck := assess(renewed, npp != nil && hasResults(npp), r.missingSince(name, renewed == nil, now), now, r.grace)
 	if st.value == v1alpha1.NodeServiceSilent {
 		r.silent.WithLabelValues(name).Set(1)
 	} else {
@@ -175,6 +189,23 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
+// missingSince is when node was first seen without a Lease, while missing; it forgets the node
+// once its Lease is there.
+func (r *reconciler) missingSince(node string, missing bool, now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !missing {
+		delete(r.missing, node)
+		return time.Time{}
+	}
+	since, ok := r.missing[node]
+	if !ok {
+		since = now
+		r.missing[node] = now
+	}
+	return since
+}
+
 // state is a node service's heartbeat state and since when.
 type state struct {
 	value string // v1alpha1.NodeServiceLive, NodeServiceSilent or NodeServiceNoLease
@@ -182,9 +213,9 @@ type state struct {
 }
 
 // assess is the heartbeat state at now of a node service that last renewed its Lease at renewed
-// (nil: no Lease), and how long until it must be assessed again without any other change (0:
-// only a change brings it back).
-func assess(renewed *time.Time, results bool, started, now time.Time, grace time.Duration) (state, time.Duration) {
+// (nil: no Lease, missing since missing), and how long until it must be assessed again without
+// any other change (0: only a change brings it back).
+func assess(renewed *time.Time, results bool, missing, now time.Time, grace time.Duration) (state, time.Duration) {
 	switch {
 	case renewed != nil:
 		if left := renewed.Add(grace).Sub(now); left >= 0 {
@@ -196,10 +227,10 @@ func assess(renewed *time.Time, results bool, started, now time.Time, grace time
 		// Nothing a silence would make stale; the first result brings it back.
 		return state{value: v1alpha1.NodeServiceNoLease}, 0
 	}
-	if left := started.Add(grace).Sub(now); left >= 0 {
+	if left := missing.Add(grace).Sub(now); left >= 0 {
 		return state{value: v1alpha1.NodeServiceNoLease}, left + time.Millisecond
 	}
-	return state{v1alpha1.NodeServiceSilent, started}, 0
+	return state{v1alpha1.NodeServiceSilent, missing}, 0
 }
 
 // renewTime is the Lease's last renewal: renewTime, else acquireTime, else its creation.
@@ -237,7 +268,7 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 	}
 	body := map[string]any{"metadata": map[string]any{"uid": npp.UID, "annotations": map[string]any{
 		v1alpha1.AnnotationNodeService: st.value, v1alpha1.AnnotationNodeServiceSince: sinceValue}}}
-	if err := r.client.Patch(ctx, npp, client.RawPatch(types.MergePatchType, mustJSON(body))); err != nil {
+	if err := r.client.Patch(ctx, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: npp.Name}}, client.RawPatch(types.MergePatchType, mustJSON(body))); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile
 		}

@@ -445,7 +445,7 @@ func podWrites(mark int, ns string) error {
 }
 
 // A node with results but no Lease at all (a node service that never renewed, or one older than
-// the heartbeat) is silent once the grace has passed since the controller started; a node
+// the heartbeat) is silent once the grace has passed since the controller first saw it; a node
 // without results is not.
 func TestMissingLease(t *testing.T) {
 	testenv.Require(t, env, skipReason)
@@ -463,6 +463,26 @@ func TestMissingLease(t *testing.T) {
 	nodePodProbe(t, without, nil, nil, v1alpha1.ProbeSucceeded)
 	waitNPPState(t, without, v1alpha1.NodeServiceNoLease)
 	waitGauge(t, without, 0)
+}
+
+// A Lease that goes away (deleted by hand) has a grace to come back, like one that is not renewed.
+func TestDeletedLeaseHasAGrace(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := env.Node(t, true).Name
+	svc := startNodeService(t, node)
+	marker(t, ns, "removes", "example.com/idle", "idle", nil)
+	nodePodProbe(t, node, gamePods(t, ns, node, 1), []string{"removes#idle"}, v1alpha1.ProbeSucceeded)
+	waitNPPState(t, node, v1alpha1.NodeServiceLive)
+	svc.halt()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: heartbeat.LeaseNamespace, Name: node}}
+	if err := env.Client.Delete(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	waitNPPState(t, node, v1alpha1.NodeServiceNoLease)
+	waitGauge(t, node, 0)
+	waitNPPState(t, node, v1alpha1.NodeServiceSilent)
+	waitGauge(t, node, 1)
 }
 
 // A deleted node's Lease is deleted, with or without an owner reference (no garbage collector
