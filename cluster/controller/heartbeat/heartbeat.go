@@ -164,7 +164,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
-	// The cached object itself, read only (record copies it before writing): a Get would
+	// The cached object itself, read only (record patches through an object of its own): a Get would
 	// deep-copy the node's whole NodePodProbe once per node and grace.
 	var list v1alpha1.NodePodProbeList
 	if err := r.client.List(ctx, &list, client.MatchingFields{nameIndex: name}, client.UnsafeDisableDeepCopy); err != nil {
