@@ -406,6 +406,22 @@ func TestSilentNodeService(t *testing.T) {
 	mark = env.Writes.Len()
 	testenv.Consistently(t, time.Second, func() error { return podWrites(mark, ns) })
 
+	// A marker changing its mind while the node is silent applies at once: its marks come back.
+	m := &v1alpha1.PodProbeMarker{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "removes"}, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: v1alpha1.OnSilentKeepMarks}
+	if err := env.Client.Update(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, pods[0], func(p *corev1.Pod) error {
+		if p.Labels["idle"] != "true" {
+			return fmt.Errorf("labels %v, want idle=true kept", p.Labels)
+		}
+		return nil
+	})
+
 	svc.start()
 	mark = env.Writes.Len()
 	waitPod(t, pods[0], current)
