@@ -17,6 +17,7 @@ func TestAssess(t *testing.T) {
 		name      string
 		renewed   *time.Time
 		results   bool
+		silent    time.Duration // recorded silent since start+silent; 0: not recorded
 		now       time.Duration // after start
 		want      string
 		wantSince time.Time
@@ -35,9 +36,17 @@ func TestAssess(t *testing.T) {
 			want: v1alpha1.NodeServiceNoLease, recheck: 30*time.Second + time.Millisecond},
 		{name: "no Lease, results, past the grace: silent since it went missing", results: true, now: time.Minute,
 			want: v1alpha1.NodeServiceSilent, wantSince: start},
+		{name: "a silent node's Lease deleted: still silent, since as before", results: true, silent: -time.Hour, now: time.Second,
+			want: v1alpha1.NodeServiceSilent, wantSince: start.Add(-time.Hour)},
+		{name: "a silent node renews: live", renewed: at(time.Minute), results: true, silent: -time.Hour, now: time.Minute,
+			want: v1alpha1.NodeServiceLive, wantSince: *at(time.Minute), recheck: grace + time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, recheck := assess(tc.renewed, tc.results, start, start.Add(tc.now), grace)
+			var silentSince time.Time
+			if tc.silent != 0 {
+				silentSince = start.Add(tc.silent)
+			}
+			st, recheck := assess(tc.renewed, tc.results, start, silentSince, start.Add(tc.now), grace)
 			if st.value != tc.want || !st.since.Equal(tc.wantSince) || recheck != tc.recheck {
 				t.Errorf("assess = %s since %s, recheck %s; want %s since %s, recheck %s",
 					st.value, st.since, recheck, tc.want, tc.wantSince, tc.recheck)

@@ -175,7 +175,13 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		npp = &list.Items[0]
 	}
 
-	st, recheck := assess(renewed, npp != nil && hasResults(npp), r.missingSince(name, renewed == nil, now), now, r.grace)
+	var silentSince time.Time // as recorded: a Lease going away does not end a silence
+	if npp != nil {
+		if since, silent := v1alpha1.NodeServiceSilence(npp); silent {
+			silentSince = since
+		}
+	}
+	st, recheck := assess(renewed, npp != nil && hasResults(npp), r.missingSince(name, renewed == nil, now), silentSince, now, r.grace)
 	if st.value == v1alpha1.NodeServiceSilent {
 		r.silent.WithLabelValues(name).Set(1)
 	} else {
@@ -213,9 +219,10 @@ type state struct {
 }
 
 // assess is the heartbeat state at now of a node service that last renewed its Lease at renewed
-// (nil: no Lease, missing since missing), and how long until it must be assessed again without
-// any other change (0: only a change brings it back).
-func assess(renewed *time.Time, results bool, missing, now time.Time, grace time.Duration) (state, time.Duration) {
+// (nil: no Lease, missing since missing; silent since silentSince when that is recorded), and how
+// long until it must be assessed again without any other change (0: only a change brings it
+// back).
+func assess(renewed *time.Time, results bool, missing, silentSince, now time.Time, grace time.Duration) (state, time.Duration) {
 	switch {
 	case renewed != nil:
 		if left := renewed.Add(grace).Sub(now); left >= 0 {
@@ -226,6 +233,9 @@ func assess(renewed *time.Time, results bool, missing, now time.Time, grace time
 	case !results:
 		// Nothing a silence would make stale; the first result brings it back.
 		return state{value: v1alpha1.NodeServiceNoLease}, 0
+	case !silentSince.IsZero():
+		// Only a renewal ends a silence; a stale Lease deleted (by hand, or by the node) does not.
+		return state{v1alpha1.NodeServiceSilent, silentSince}, 0
 	}
 	if left := missing.Add(grace).Sub(now); left >= 0 {
 		return state{value: v1alpha1.NodeServiceNoLease}, left + time.Millisecond
