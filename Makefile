@@ -61,11 +61,14 @@ e2e: deps-rig deps-nspawn deps-lint kube-bins critest-bin
 ## dial ratios against a real containerd, CRI latency through the proxy vs containerd directly — and
 ## the liveness decider's reaction (status Failed to request to kill, p50/p99). In between, the
 ## decider at scale on a real API server (envtest, no root): 5,000 nodes x 20 liveness probes with 1%
-## failing — decision latency, CPU, memory; about 10 minutes.
+## failing — decision latency, CPU, memory; about 10 minutes. Then a node service going silent (envtest): 20 pods'
+## marker conditions Unknown after the grace (p50/p99) and the API writes of the expiry and the recovery.
 bench: deps-rig
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkDeciderScale$$' -benchtime 1x $(UNIT_PKGS)
+	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
 		-benchtime 1x -timeout 40m ./cluster/decider/
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkNodeServiceSilence$$' \
+		-benchtime 1x ./cluster/controller/heartbeat/
 	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m -p 1 \
 		./e2e/node/ ./e2e/criproxy/ ./e2e/decider/

@@ -42,6 +42,8 @@ func TestCRDs(t *testing.T) {
 			{"Matched", ".status.matchedPods"},
 			{"Age", ".metadata.creationTimestamp"}, {"Selector", ".spec.selector"}}},
 		{"nodepodprobes", "NodePodProbe", "npp", apiextensionsv1.ClusterScoped, []column{
+			{"Node-Service", `.metadata.annotations.probeshim\.io/node-service`},
+			{"Since", `.metadata.annotations.probeshim\.io/node-service-since`},
 			{"Age", ".metadata.creationTimestamp"}}},
 		{"containerrecreaterequests", "ContainerRecreateRequest", "crr", apiextensionsv1.NamespaceScoped, []column{
 			{"Phase", ".status.phase"}, {"Pod", ".spec.podName"},

@@ -123,6 +123,8 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=npp
+// +kubebuilder:printcolumn:name="Node-Service",type=string,JSONPath=`.metadata.annotations.probeshim\.io/node-service`,description="Heartbeat of the node service (Live, Silent, NoLease), recorded by the cluster deployment when it changes; the live renewTime is in the Lease probeshim-node-lease/<node>."
+// +kubebuilder:printcolumn:name="Since",type=date,JSONPath=`.metadata.annotations.probeshim\.io/node-service-since`,description="When the node service's heartbeat state began; for Silent, its last heartbeat."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // NodePodProbe is the probe work of one node; its name is the node's name. The cluster controller

@@ -7,6 +7,8 @@
 //   - podstatus: NodePodProbe results of marker probes → pod conditions, labels, annotations.
 //   - liveness: enhanced-liveness pods → their probes in their node's NodePodProbe.
 //   - crr: ContainerRecreateRequest lifecycle (pod readiness, deadlines, pick-up timeout, TTL).
+//   - heartbeat: node service Leases → which node services are silent, recorded on their
+//     NodePodProbes; the Leases of deleted nodes.
 //
 // All are level-based and write only differences, so they are safe to restart and, behind
 // leader election (the manager's job), to run in several replicas.
@@ -18,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/probeshim/probeshim/cluster/controller/crr"
+	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
@@ -27,10 +30,14 @@ import (
 type Option func(*options)
 
 type options struct {
-	workers  int
-	liveness bool
-	budget   int
+	workers   int
+	liveness  bool
+	budget    int
+	heartbeat heartbeat.Options
 }
+
+// WithHeartbeat configures the node service heartbeat controller (see heartbeat.Options).
+func WithHeartbeat(o heartbeat.Options) Option { return func(opts *options) { opts.heartbeat = o } }
 
 // WithWorkers sets the concurrent reconciles of every controller (their defaults otherwise).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
@@ -75,6 +82,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := crr.SetupWithManager(mgr, recreate...); err != nil {
 		return fmt.Errorf("setting up the ContainerRecreateRequest lifecycle controller: %w", err)
+	}
+	if err := heartbeat.SetupWithManager(mgr, o.heartbeat); err != nil {
+		return fmt.Errorf("setting up the node service heartbeat controller: %w", err)
 	}
 	return nil
 }

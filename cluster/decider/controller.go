@@ -250,12 +250,19 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 		return v, pod, err
 	}
 	v.Recreating = active
+	npp, err := d.nodePodProbe(ctx, pod.Spec.NodeName, npps)
+	if err != nil {
+		return v, pod, err
+	}
+	if npp != nil {
+		if since, silent := v1alpha1.NodeServiceSilence(npp); silent {
+			v.NodeServiceSilent = v1alpha1.SilentMessage(pod.Spec.NodeName, since)
+		}
+	}
 	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return v, pod, nil // counts for the workload's size and availability only
 	}
-	if v.Failing, err = d.failures(ctx, pod, npps); err != nil {
-		return v, pod, err
-	}
+	v.Failing = failures(pod, npp)
 	if len(v.Failing) > 0 {
 		v.Containers = instances(pod)
 	}
@@ -279,13 +286,18 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 }
 
 // markSeen stamps each failure of views with when the decider first saw it and the container
-// instance running then, and forgets the failures that are gone.
+// instance running then, and forgets the failures that are gone. A failure reported by a silent
+// node service is not seen: once the node is back, its observation starts then, so the node
+// service has a probe period to refresh a result that may have healed meanwhile.
 func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.seen[wl]
 	next := map[seenKey]sighting{}
 	for i := range views {
+		if views[i].NodeServiceSilent != "" {
+			continue
+		}
 		for j := range views[i].Failing {
 			f := &views[i].Failing[j]
 			k := seenKey{views[i].UID, f.Container, f.Since}
@@ -306,28 +318,31 @@ func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
 	}
 }
 
-// failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.
-func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe) ([]Failure, error) {
-	node := pod.Spec.NodeName
+// nodePodProbe is the NodePodProbe of node (nil when there is none), read once per reconcile into
+// npps: the cached object itself, read only, since a Get would deep-copy the node's whole
+// NodePodProbe for every pod of the workload (most of a reconcile's CPU at scale).
+func (d *decider) nodePodProbe(ctx context.Context, node string, npps map[string]*v1alpha1.NodePodProbe) (*v1alpha1.NodePodProbe, error) {
 	if node == "" {
 		return nil, nil
 	}
 	npp, ok := npps[node]
 	if !ok {
-		// The cached object itself, read only: a Get would deep-copy the node's whole
-		// NodePodProbe for every pod of the workload (most of a reconcile's CPU at scale).
 		var list v1alpha1.NodePodProbeList
 		if err := d.client.List(ctx, &list, client.MatchingFields{nodeIndex: node}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
-		npp = nil
 		if len(list.Items) > 0 {
 			npp = &list.Items[0]
 		}
 		npps[node] = npp
 	}
+	return npp, nil
+}
+
+// failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.
+func failures(pod *corev1.Pod, npp *v1alpha1.NodePodProbe) []Failure {
 	if npp == nil {
-		return nil, nil
+		return nil
 	}
 	var periods map[string]time.Duration // parsed only for a pod with a failure
 	var out []Failure
@@ -345,7 +360,7 @@ func (d *decider) failures(ctx context.Context, pod *corev1.Pod, npps map[string
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // instances are the pod's containers and sidecars as the kubelet last reported them.

@@ -46,6 +46,9 @@ type Pod struct {
 	// never created (it stopped in between). Creating it now is a new restart like any other, so
 	// it passes the same checks; only the observation and the backoff are behind it already.
 	Unstarted []Failure
+	// NodeServiceSilent says why the pod's liveness results are not current: the node service of
+	// its node is silent. "" while it is not.
+	NodeServiceSilent string
 }
 
 // Failure is a container's liveness state Failed since Since (the state's lastTransitionTime).
@@ -136,6 +139,10 @@ const (
 	// liveness failure.
 	ReasonContainerNotRunning Reason = "ContainerNotRunning"
 	ReasonContainerRestarted  Reason = "ContainerRestarted"
+	// ReasonNodeServiceSilent: the node service of the pod's node has not renewed its heartbeat
+	// within the grace, so its Failed state may be long healed; and a request would wait for the
+	// same silent node service to carry it out.
+	ReasonNodeServiceSilent Reason = "NodeServiceSilent"
 )
 
 // Quiet reports whether a decision with reason r is only logged: it holds nothing back that a
@@ -172,7 +179,8 @@ type Breaker struct {
 //
 // Failures of containers that are not running, or that restarted since they failed, take no
 // part: they are neither restarted nor counted by the breaker, and a pod with only those gets a
-// quiet hold.
+// quiet hold. A pod on a node whose node service is silent takes no part in the breaker at all
+// (neither failing nor healthy) and its new failures are held (ReasonNodeServiceSilent).
 func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 	var stale []Decision
 	in.Pods, stale = current(in.Pods)
@@ -221,6 +229,18 @@ func current(pods []Pod) ([]Pod, []Decision) {
 	var held []Decision
 	for i := range out {
 		p := &out[i]
+		if p.NodeServiceSilent != "" {
+			fresh := p.Unstarted // recorded, not created: it waits in the record for the node
+			if len(fresh) == 0 {
+				fresh = p.newFailures()
+			}
+			p.Failing, p.Unstarted = nil, nil
+			if len(fresh) > 0 {
+				held = append(held, Decision{Pod: p, Failing: fresh, Outcome: Held, Reason: ReasonNodeServiceSilent,
+					Message: p.NodeServiceSilent + "; its liveness results are not current, and it would not carry a restart out"})
+			}
+			continue
+		}
 		if len(p.Failing) == 0 {
 			continue
 		}
@@ -332,10 +352,15 @@ func (p *Pod) newFailures() []Failure {
 	return out
 }
 
-// breakerState counts the workload's pods failing liveness (acted on or not).
+// breakerState counts the workload's pods failing liveness (acted on or not), among those whose
+// results are current: a pod on a silent node is neither failing nor healthy.
 func breakerState(in Input) Breaker {
-	b := Breaker{Total: len(in.Pods)}
+	var b Breaker
 	for i := range in.Pods {
+		if in.Pods[i].NodeServiceSilent != "" {
+			continue
+		}
+		b.Total++
 		if len(in.Pods[i].Failing) > 0 {
 			b.Failing++
 		}

@@ -281,6 +281,23 @@ func TestDecide(t *testing.T) {
 		{name: "one container exited, the other fails for real: restart",
 			in:   input(def, exited(failing("web-0", 0, "app", "sidecar"), "sidecar"), healthy("w1")),
 			want: "web-0:restart/LivenessFailed"},
+
+		// A silent node service: its results are not current.
+		{name: "node service silent: held there, acted on elsewhere",
+			in:   input(def, silent(failing("web-0", 0)), failing("web-1", time.Second), healthy("w2"), healthy("w3"), healthy("w4"), healthy("w5")),
+			want: "web-1:restart/LivenessFailed web-0:held/NodeServiceSilent"},
+		{name: "node service silent: a recorded, never created restart waits too",
+			in: input(def, with(silent(failing("web-0", 0)), func(p *Pod) {
+				p.Unstarted = []Failure{{Container: "app", Since: t0}}
+			}), healthy("w1")),
+			want: "web-0:held/NodeServiceSilent"},
+		{name: "silent pods are not failing for the breaker: 1 live failure of 3 live pods",
+			in: input(def, failing("web-0", 0), silent(failing("web-1", 0)), silent(failing("web-2", 0)), silent(failing("web-3", 0)),
+				healthy("w4"), healthy("w5")),
+			want: "web-0:restart/LivenessFailed web-1:held/NodeServiceSilent web-2:held/NodeServiceSilent web-3:held/NodeServiceSilent"},
+		{name: "silent pods are not healthy for the breaker: 2 live failures of 2 live pods",
+			in:   with2(input(def, failing("web-0", 0), failing("web-1", 0), silent(healthy("w2")), silent(healthy("w3"))), func(in *Input) { in.Budget.MaxUnavailable = 2 }),
+			open: true, want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,6 +325,12 @@ func TestDecide(t *testing.T) {
 }
 
 func with2(in Input, edit func(*Input)) Input { edit(&in); return in }
+
+// silent is p on a node whose node service is silent.
+func silent(p Pod) Pod {
+	p.NodeServiceSilent = "the probeshim node service on node b is silent since 2026-11-29T11:59:00Z: its result is not current"
+	return p
+}
 
 // A restart recorded but never created (Pod.Unstarted) is a restart like any other: every switch,
 // opt-out and protection holds it; only the observation and the backoff it passed before

@@ -48,18 +48,23 @@ type statusKey struct {
 	uid             types.UID
 }
 
-// livenessStates summarises the liveness states of each pod of a NodePodProbe status.
+// livenessStates summarises the liveness states of each pod of a NodePodProbe status, with the
+// node service's heartbeat state: a node service turning silent or back changes every pod's.
 func livenessStates(npp *v1alpha1.NodePodProbe) map[statusKey]string {
 	out := map[statusKey]string{}
+	_, silent := v1alpha1.NodeServiceSilence(npp)
 	for i := range npp.Status.PodProbeStatuses {
 		st := &npp.Status.PodProbeStatuses[i]
 		var sig string
+		if silent {
+			sig = "silent;"
+		}
 		for _, ps := range st.ProbeStates {
 			if _, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok {
 				sig += fmt.Sprintf("%s=%s@%d;", ps.Name, ps.State, ps.LastTransitionTime.Unix())
 			}
 		}
-		if sig != "" {
+		if sig != "" && sig != "silent;" {
 			out[statusKey{st.Namespace, st.Name, types.UID(st.UID)}] = sig
 		}
 	}

@@ -154,6 +154,9 @@ func TestPodProbeMarkerValidationTable(t *testing.T) {
 		{"annotations too large", func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].MarkerPolicy[0].Annotations = map[string]string{"big": big}
 		}, p0 + ".markerPolicy[0].annotations", true},
+		{"unknown choice for a silent node service", func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: "Keep"}
+		}, "metadata.annotations[probeshim.io/on-node-service-silent]", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,18 @@ import (
 
 // ValidatePodProbeMarker checks a PodProbeMarker on create.
 func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
-	return ValidatePodProbeMarkerSpec(&ppm.Spec, field.NewPath("spec"))
+	errs := validateOnSilent(ppm.Annotations)
+	return append(errs, ValidatePodProbeMarkerSpec(&ppm.Spec, field.NewPath("spec"))...)
+}
+
+// validateOnSilent checks the marker's AnnotationOnNodeServiceSilent, when set.
+func validateOnSilent(annotations map[string]string) field.ErrorList {
+	v, ok := annotations[v1alpha1.AnnotationOnNodeServiceSilent]
+	if !ok || v == v1alpha1.OnSilentRemoveMarks || v == v1alpha1.OnSilentKeepMarks {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationOnNodeServiceSilent),
+		v, []string{v1alpha1.OnSilentRemoveMarks, v1alpha1.OnSilentKeepMarks})}
 }
 
 // ValidatePodProbeMarkerUpdate checks a PodProbeMarker on update: the new object must be valid and

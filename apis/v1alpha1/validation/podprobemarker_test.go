@@ -55,6 +55,16 @@ func TestValidatePodProbeMarker(t *testing.T) {
 			m.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
 		}},
+		{name: "keeps marks when silent", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: v1alpha1.OnSilentKeepMarks}
+		}},
+		{name: "removes marks when silent", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: v1alpha1.OnSilentRemoveMarks}
+		}},
+		{name: "unknown choice when silent", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: "keep"}
+		}, want: []wantErr{notSupported("metadata.annotations[probeshim.io/on-node-service-silent]",
+			`"KeepMarks"`)}},
 		{name: "prefixed probe name", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "example.com/ready" }},
 		{name: "second probe, grpc, other condition", mutate: second(v1alpha1.PodContainerProbe{
 			Name: "healthy", ContainerName: "sidecar", PodConditionType: "example.com/healthy",

@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/probeshim/probeshim/cluster/certs"
+	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 )
 
@@ -43,7 +45,8 @@ type options struct {
 	nodeGroup              string
 	nodeUserPrefix         string
 
-	nodeProbeBudget int
+	nodeProbeBudget  int
+	nodeServiceGrace time.Duration
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -71,6 +74,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
 	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; over it, markers of the namespaces over their fair share are left out on that node (enhanced liveness probes never are); keep it well under etcd's request limit (1.5 MiB by default)")
+	fs.DurationVar(&o.nodeServiceGrace, "node-service-grace", heartbeat.DefaultGrace, "how old a node service's heartbeat Lease (probeshim-node-lease/<node>, renewed every 10s) may be before its node counts as silent: its pods' marker conditions go Unknown, their marks follow each marker's probeshim.io/on-node-service-silent, and liveness restarts on the node are held")
 	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
 }
 
@@ -90,6 +94,9 @@ func (o *options) complete() error {
 	}
 	if o.nodeProbeBudget < 64<<10 || o.nodeProbeBudget > 1<<20 {
 		errs = append(errs, fmt.Errorf("--node-probe-budget %d: want 65536-1048576 bytes", o.nodeProbeBudget))
+	}
+	if o.nodeServiceGrace < 20*time.Second {
+		errs = append(errs, fmt.Errorf("--node-service-grace %s: want at least 20s, two renew periods of the node service", o.nodeServiceGrace))
 	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -23,6 +25,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller"
+	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/decider"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 )
@@ -72,7 +75,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		LeaderElectionReleaseOnCancel: true, // a rollout hands over at once instead of after the lease expires
 		WebhookServer:                 server,
 		// Pods are cached cluster-wide; their managed fields are most of their size and unused.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Leases only of the node services' namespace, the one the deployment may read them in.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: heartbeat.CacheOptions()}},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -116,7 +121,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 
-	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget)); err != nil {
+	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget),
+		controller.WithHeartbeat(heartbeat.Options{Grace: o.nodeServiceGrace})); err != nil {
 		return err
 	}
 	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: o.namespace}); err != nil {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
+	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
@@ -120,8 +121,10 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{namespace, heartbeat.LeaseNamespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	webhookPort, probePort := freePort(t), freePort(t)
 	for _, f := range []string{"rbac.yaml", "webhooks.yaml", "admission-policies.yaml"} {
@@ -347,6 +350,14 @@ func TestOptions(t *testing.T) {
 	if o.serviceAccountUsername != "system:serviceaccount:ops:probeshim-cluster" {
 		t.Errorf("default username %q", o.serviceAccountUsername)
 	}
+	if o.nodeServiceGrace != heartbeat.DefaultGrace {
+		t.Errorf("default --node-service-grace %s", o.nodeServiceGrace)
+	}
+	o.nodeServiceGrace = 10 * time.Second
+	if err := o.complete(); err == nil || !strings.Contains(err.Error(), "--node-service-grace 10s: want at least 20s") {
+		t.Errorf("grace shorter than two renew periods: %v", err)
+	}
+	o.nodeServiceGrace = heartbeat.DefaultGrace
 	o.certMode = "sometimes"
 	if err := o.complete(); err == nil || !strings.Contains(err.Error(), "--cert-mode") {
 		t.Errorf("bad cert mode: %v", err)

@@ -2,7 +2,10 @@
 
 // Package podstatus carries PodProbeMarker probe results from NodePodProbe status to the pods:
 // the probe's pod condition (Succeeded True, Failed False, Unknown Unknown) and the labels and
-// annotations of its markerPolicy. It reconciles per pod and is level-based: the pod's marks are
+// annotations of its markerPolicy. While the node service of the pod's node is silent (its
+// NodePodProbe says so, see package heartbeat) every result counts as Unknown: the condition says
+// why and since when, and the markerPolicy's marks go unless the marker keeps them
+// (v1alpha1.AnnotationOnNodeServiceSilent). It reconciles per pod and is level-based: the pod's marks are
 // recomputed from its NodePodProbe entry and the markers, compared with the pod, and only the
 // difference is written. What it set is recorded on the pod (RecordAnnotation), so that when a
 // probe or a marker goes away exactly that is removed.
@@ -70,7 +73,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		For(&corev1.Pod{}, builder.WithPredicates(podMarksChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, nppHandler()).
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToPods(c)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, onSilentChanged()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(&reconciler{client: c})
 }
@@ -149,6 +152,7 @@ func (r *reconciler) results(ctx context.Context, pod *corev1.Pod) ([]result, er
 	if len(inSpec) == 0 {
 		return nil, nil
 	}
+	silentSince, silent := v1alpha1.NodeServiceSilence(npp)
 	markers := map[string]*v1alpha1.PodProbeMarker{}
 	var out []result
 	for _, ps := range npp.Status.PodProbeStatuses {
@@ -178,7 +182,11 @@ func (r *reconciler) results(ctx context.Context, pod *corev1.Pod) ([]result, er
 			}
 			for i := range m.Spec.Probes {
 				if m.Spec.Probes[i].Name == pName {
-					out = append(out, result{name: st.Name, probe: &m.Spec.Probes[i], state: st})
+					r := result{name: st.Name, probe: &m.Spec.Probes[i], state: st, marks: st.State}
+					if silent {
+						r.silence(pod.Spec.NodeName, silentSince, v1alpha1.KeepsMarksWhenSilent(m))
+					}
+					out = append(out, r)
 					break
 				}
 			}
@@ -200,6 +208,19 @@ func podMarksChanged() predicate.Predicate {
 			}
 			return old.Spec.NodeName != cur.Spec.NodeName || !maps.Equal(old.Labels, cur.Labels) || !maps.Equal(old.Annotations, cur.Annotations) ||
 				!equality.Semantic.DeepEqual(old.Status.Conditions, cur.Status.Conditions)
+		},
+	}
+}
+
+// onSilentChanged passes marker updates that change what happens to its marks while a node
+// service is silent (an annotation: no new generation).
+func onSilentChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return v1alpha1.KeepsMarksWhenSilent(e.ObjectOld) != v1alpha1.KeepsMarksWhenSilent(e.ObjectNew)
 		},
 	}
 }
@@ -271,9 +292,18 @@ func podViews(npp *v1alpha1.NodePodProbe) map[string]*podView {
 	return views
 }
 
+// heartbeatChanged: the node service's heartbeat record on the NodePodProbe changed (see the
+// heartbeat controller), which changes every result of the node.
+func heartbeatChanged(old, cur *v1alpha1.NodePodProbe) bool {
+	oldSince, oldSilent := v1alpha1.NodeServiceSilence(old)
+	curSince, curSilent := v1alpha1.NodeServiceSilence(cur)
+	return oldSilent != curSilent || !oldSince.Equal(curSince)
+}
+
 // nppHandler enqueues the pods whose entries in a NodePodProbe changed: the probe names of the
-// spec, or a state, message or transition time in the status. A refresh of lastProbeTime alone
-// enqueues nothing (it would change nothing on the pod).
+// spec, or a state, message or transition time in the status; all of its pods when the node
+// service's heartbeat record changed. A refresh of lastProbeTime alone enqueues nothing (it would
+// change nothing on the pod).
 func nppHandler() handler.EventHandler {
 	all := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if npp, ok := o.(*v1alpha1.NodePodProbe); ok {
@@ -293,6 +323,10 @@ func nppHandler() handler.EventHandler {
 			old, ok1 := e.ObjectOld.(*v1alpha1.NodePodProbe)
 			cur, ok2 := e.ObjectNew.(*v1alpha1.NodePodProbe)
 			if !ok1 || !ok2 {
+				return
+			}
+			if heartbeatChanged(old, cur) {
+				all(cur, q) // every result of the node turns Unknown, or current again
 				return
 			}
 			before, after := podViews(old), podViews(cur)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +56,26 @@ func (r record) equal(o record) bool {
 type result struct {
 	name  string // "<marker>#<probe>"; results apply in this order
 	probe *v1alpha1.PodContainerProbe
-	state v1alpha1.ContainerProbeState
+	state v1alpha1.ContainerProbeState // what the condition says
+	marks v1alpha1.ProbeState          // what the markerPolicy follows
+}
+
+// silence makes the result Unknown because the node service of node is silent since since: the
+// condition says so (its transition is the silence's start, so it does not change while the
+// silence lasts), and the markerPolicy follows the last result only when the marker keeps marks.
+func (r *result) silence(node string, since time.Time, keepMarks bool) {
+	last := r.state.State
+	r.state.State = v1alpha1.ProbeUnknown
+	r.state.Message = v1alpha1.SilentMessage(node, since)
+	if last != "" {
+		r.state.Message += "; last result " + string(last)
+	}
+	if !since.IsZero() {
+		r.state.LastTransitionTime = metav1.NewTime(since)
+	}
+	if !keepMarks {
+		r.marks = v1alpha1.ProbeUnknown
+	}
 }
 
 // marks is what the live probes of a pod want on it.
@@ -87,7 +107,7 @@ func wanted(results []result) marks {
 		}
 		for i := range r.probe.MarkerPolicy {
 			pol := &r.probe.MarkerPolicy[i]
-			if pol.State == r.state.State {
+			if pol.State == r.marks {
 				for k, v := range pol.Labels {
 					if _, taken := m.labels[k]; !taken && validLabel(k, v) {
 						m.labels[k] = v

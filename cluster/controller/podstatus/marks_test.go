@@ -35,7 +35,13 @@ func idleProbe() *v1alpha1.PodContainerProbe {
 
 func res(name string, p *v1alpha1.PodContainerProbe, state v1alpha1.ProbeState, msg string, transition metav1.Time) result {
 	return result{name: name, probe: p, state: v1alpha1.ContainerProbeState{Name: name, State: state, Message: msg,
-		LastProbeTime: t1, LastTransitionTime: transition}}
+		LastProbeTime: t1, LastTransitionTime: transition}, marks: state}
+}
+
+// silenced is res after the node service of node-a went silent at t1.
+func silenced(r result, keepMarks bool) result {
+	r.silence("node-a", t1.Time, keepMarks)
+	return r
 }
 
 func recordOf(l, a, c []string) string {
@@ -113,6 +119,21 @@ func TestPlan(t *testing.T) {
 			results: []result{res("m#idle", idle, v1alpha1.ProbeUnknown, "container restarted", t1)},
 			want: "L-gameserver-idle A-" + cost + " A+" + RecordAnnotation + "=" + recordOf(nil, nil, []string{"game.io/idle"}) +
 				" C+game.io/idle=Unknown:container restarted"},
+		{name: "node service silent: condition Unknown with why and since when, marks removed by default",
+			pod: podWith(map[string]string{"gameserver-idle": "true"}, map[string]string{cost: "-10", RecordAnnotation: fullRecord},
+				cond("game.io/idle", corev1.ConditionTrue, "", t0)),
+			results: []result{silenced(res("m#idle", idle, v1alpha1.ProbeSucceeded, "", t0), false)},
+			want: "L-gameserver-idle A-" + cost + " A+" + RecordAnnotation + "=" + recordOf(nil, nil, []string{"game.io/idle"}) +
+				" C+game.io/idle=Unknown:the probeshim node service on node node-a is silent since 2026-11-29T10:01:00Z: its result is not current; last result Succeeded"},
+		{name: "node service silent, marker keeps marks: only the condition goes Unknown",
+			pod: podWith(map[string]string{"gameserver-idle": "true"}, map[string]string{cost: "-10", RecordAnnotation: fullRecord},
+				cond("game.io/idle", corev1.ConditionTrue, "", t0)),
+			results: []result{silenced(res("m#idle", idle, v1alpha1.ProbeSucceeded, "", t0), true)},
+			want:    "C+game.io/idle=Unknown:the probeshim node service on node node-a is silent since 2026-11-29T10:01:00Z: its result is not current; last result Succeeded"},
+		{name: "node service silent and already written: no change",
+			pod: podWith(nil, map[string]string{RecordAnnotation: recordOf(nil, nil, []string{"game.io/idle"})},
+				cond("game.io/idle", corev1.ConditionUnknown, "the probeshim node service on node node-a is silent since 2026-11-29T10:01:00Z: its result is not current; last result Succeeded", t1)),
+			results: []result{silenced(res("m#idle", idle, v1alpha1.ProbeSucceeded, "", t0), false)}},
 		{name: "message-only change propagates",
 			pod: podWith(map[string]string{"gameserver-idle": "true"}, map[string]string{cost: "-10", RecordAnnotation: fullRecord},
 				cond("game.io/idle", corev1.ConditionTrue, "players: 0", t0)),

@@ -1,0 +1,70 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package v1alpha1
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The node service's heartbeat as the cluster deployment sees it. Each node service renews a
+// coordination.k8s.io Lease named after its node; when the Lease is older than the deployment's
+// grace, the node service is silent and every result it wrote is treated as Unknown.
+//
+// The deployment records the state on the node's NodePodProbe, only when it changes (never at
+// each renewal), in annotations rather than status: the status is the node's to write, and a
+// cluster running OpenKruise keeps Kruise's CRD schema, which has no field for it.
+const (
+	// AnnotationNodeService is the state of the node service's heartbeat: NodeServiceLive,
+	// NodeServiceSilent or NodeServiceNoLease.
+	AnnotationNodeService = "probeshim.io/node-service"
+	// AnnotationNodeServiceSince is when the state began, RFC 3339: for NodeServiceSilent the
+	// last heartbeat (or, without a Lease, when the deployment started watching).
+	AnnotationNodeServiceSince = "probeshim.io/node-service-since"
+
+	// NodeServiceLive: the Lease was renewed within the grace.
+	NodeServiceLive = "Live"
+	// NodeServiceSilent: the results of the node are not current; they count as Unknown.
+	NodeServiceSilent = "Silent"
+	// NodeServiceNoLease: no Lease yet, and no results that a silence would make stale.
+	NodeServiceNoLease = "NoLease"
+)
+
+// NodeServiceSilence reports whether the node service of npp's node is recorded as silent, and
+// since when.
+func NodeServiceSilence(npp metav1.Object) (since time.Time, silent bool) {
+	a := npp.GetAnnotations()
+	if a[AnnotationNodeService] != NodeServiceSilent {
+		return time.Time{}, false
+	}
+	since, _ = time.Parse(time.RFC3339, a[AnnotationNodeServiceSince])
+	return since, true
+}
+
+// SilentMessage says that the node service of node is silent since since (zero when unknown).
+func SilentMessage(node string, since time.Time) string {
+	if since.IsZero() {
+		return fmt.Sprintf("the probeshim node service on node %s is silent: its result is not current", node)
+	}
+	return fmt.Sprintf("the probeshim node service on node %s is silent since %s: its result is not current",
+		node, since.UTC().Format(time.RFC3339))
+}
+
+// AnnotationOnNodeServiceSilent on a PodProbeMarker says what happens to the labels and
+// annotations of its markerPolicy while the node service of a pod's node is silent:
+// OnSilentRemoveMarks (the default) removes them, like an Unknown result does; OnSilentKeepMarks
+// keeps those of the last result. The marker's pod conditions go Unknown either way. An annotation
+// rather than a spec field, so that it survives Kruise's CRD schema (which prunes unknown fields).
+const (
+	AnnotationOnNodeServiceSilent = "probeshim.io/on-node-service-silent"
+	OnSilentRemoveMarks           = "RemoveMarks"
+	OnSilentKeepMarks             = "KeepMarks"
+)
+
+// KeepsMarksWhenSilent reports whether marker keeps its marks while a node service is silent; an
+// absent or unknown value (the webhook refuses those) removes them.
+func KeepsMarksWhenSilent(marker metav1.Object) bool {
+	return marker.GetAnnotations()[AnnotationOnNodeServiceSilent] == OnSilentKeepMarks
+}
