@@ -10,12 +10,12 @@
 // Unknown, and its liveness restarts are held. Being on the object they already watch, the state
 // survives a leader change, and `kubectl get npp` shows it.
 //
-// A node with results in its NodePodProbe but no Lease at all is silent once the grace has passed
-// since this controller first saw it without one (at the latest, since it started): a node
-// service that crashes before it ever renews is caught too, and a Lease deleted by hand has a
-// grace to come back.
-// That is why the node packages are upgraded before the cluster deployment: an older node service
-// renews no Lease.
+// A missing Lease means silence only for a node known to heartbeat (recorded Live or Silent): once
+// the grace has passed since this controller first saw it missing, its results are Unknown, so a
+// Lease deleted by hand or by a broken node has a grace to come back. A node that never renewed a
+// Lease keeps NoLease and its results count as they are: older node services renew none, and a
+// node service on the kubelet's identity cannot hold one (NodeRestriction confines node users'
+// Leases to kube-node-lease, where the name is the kubelet's own).
 //
 // The reconcile is level-based: it runs when a Lease appears, disappears or is renewed after it
 // had expired, when a NodePodProbe gains or loses results or its record is changed, when a Node is
@@ -176,12 +176,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	var silentSince time.Time // as recorded: a Lease going away does not end a silence
+	heartbeats := false       // recorded Live or Silent: the node service is known to renew
 	if npp != nil {
 		if since, silent := v1alpha1.NodeServiceSilence(npp); silent {
 			silentSince = since
 		}
+		rec := npp.Annotations[v1alpha1.AnnotationNodeService]
+		heartbeats = rec == v1alpha1.NodeServiceLive || rec == v1alpha1.NodeServiceSilent
 	}
-	st, recheck := assess(renewed, npp != nil && hasResults(npp), r.missingSince(name, renewed == nil, now), silentSince, now, r.grace)
+	st, recheck := assess(renewed, npp != nil && hasResults(npp), heartbeats,
+		r.missingSince(name, renewed == nil, now), silentSince, now, r.grace)
 	if st.value == v1alpha1.NodeServiceSilent {
 		r.silent.WithLabelValues(name).Set(1)
 	} else {
@@ -219,10 +223,10 @@ type state struct {
 }
 
 // assess is the heartbeat state at now of a node service that last renewed its Lease at renewed
-// (nil: no Lease, missing since missing; silent since silentSince when that is recorded), and how
-// long until it must be assessed again without any other change (0: only a change brings it
-// back).
-func assess(renewed *time.Time, results bool, missing, silentSince, now time.Time, grace time.Duration) (state, time.Duration) {
+// (nil: no Lease, missing since missing; heartbeats: known to renew one; silent since silentSince
+// when that is recorded), and how long until it must be assessed again without any other change
+// (0: only a change brings it back).
+func assess(renewed *time.Time, results, heartbeats bool, missing, silentSince, now time.Time, grace time.Duration) (state, time.Duration) {
 	switch {
 	case renewed != nil:
 		if left := renewed.Add(grace).Sub(now); left >= 0 {
@@ -230,15 +234,19 @@ func assess(renewed *time.Time, results bool, missing, silentSince, now time.Tim
 			return state{v1alpha1.NodeServiceLive, *renewed}, left + time.Millisecond
 		}
 		return state{v1alpha1.NodeServiceSilent, *renewed}, 0
-	case !results:
-		// Nothing a silence would make stale; the first result brings it back.
+	case !results && !heartbeats:
+		// Nothing a silence would make stale; the first result or Lease brings it back.
 		return state{value: v1alpha1.NodeServiceNoLease}, 0
 	case !silentSince.IsZero():
 		// Only a renewal ends a silence; a stale Lease deleted (by hand, or by the node) does not.
 		return state{v1alpha1.NodeServiceSilent, silentSince}, 0
+	case !heartbeats:
+		// Never renewed one (an older node service, or the kubelet's identity): not expected to.
+		return state{value: v1alpha1.NodeServiceNoLease}, 0
 	}
 	if left := missing.Add(grace).Sub(now); left >= 0 {
-		return state{value: v1alpha1.NodeServiceNoLease}, left + time.Millisecond
+		// Still Live, as recorded, so that its going missing is not forgotten.
+		return state{value: v1alpha1.NodeServiceLive}, left + time.Millisecond
 	}
 	return state{v1alpha1.NodeServiceSilent, missing}, 0
 }

@@ -22,6 +22,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -460,28 +461,40 @@ func podWrites(mark int, ns string) error {
 	return nil
 }
 
-// A node with results but no Lease at all (a node service that never renewed, or one older than
-// the heartbeat) is silent once the grace has passed since the controller first saw it; a node
-// without results is not.
+// A node with results that never renewed a Lease (the kubelet's identity, an older node service)
+// keeps NoLease past the grace: its results count as they are.
 func TestMissingLease(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	ns := env.Namespace(t)
 	withResults := env.Node(t, true).Name
-	marker(t, ns, "removes", "example.com/idle", "idle", nil)
-	nodePodProbe(t, withResults, gamePods(t, ns, withResults, 1), []string{"removes#idle"}, v1alpha1.ProbeSucceeded)
-	waitNPPState(t, withResults, v1alpha1.NodeServiceSilent)
-	waitGauge(t, withResults, 1)
-	if cells := printed(t, withResults); cells["Node-Service"] != v1alpha1.NodeServiceSilent || cells["Since"] == "" {
+	marker(t, ns, "keeps", "example.com/idle", "idle", nil)
+	pods := gamePods(t, ns, withResults, 1)
+	nodePodProbe(t, withResults, pods, []string{"keeps#idle"}, v1alpha1.ProbeSucceeded)
+	waitNPPState(t, withResults, v1alpha1.NodeServiceNoLease)
+	waitGauge(t, withResults, 0)
+	// Past the grace, the record wiped so that the controller looks again: still NoLease, and the
+	// result stands.
+	time.Sleep(grace + time.Second)
+	wipe := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationNodeService + `":null}}}`)
+	if err := env.Client.Patch(context.Background(), &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: withResults}},
+		client.RawPatch(types.MergePatchType, wipe)); err != nil {
+		t.Fatal(err)
+	}
+	waitNPPState(t, withResults, v1alpha1.NodeServiceNoLease)
+	waitGauge(t, withResults, 0)
+	waitPod(t, pods[0], func(p *corev1.Pod) error {
+		if c := condition(p, "example.com/idle"); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("condition example.com/idle: %+v, want True", c)
+		}
+		return nil
+	})
+	if cells := printed(t, withResults); cells["Node-Service"] != v1alpha1.NodeServiceNoLease {
 		t.Errorf("kubectl get npp %s shows %v", withResults, cells)
 	}
-
-	without := env.Node(t, true).Name
-	nodePodProbe(t, without, nil, nil, v1alpha1.ProbeSucceeded)
-	waitNPPState(t, without, v1alpha1.NodeServiceNoLease)
-	waitGauge(t, without, 0)
 }
 
-// A Lease that goes away (deleted by hand) has a grace to come back, like one that is not renewed.
+// A Lease that goes away (deleted by hand) from a node known to renew one has a grace to come back,
+// like one that is not renewed; then the node is silent.
 func TestDeletedLeaseHasAGrace(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	ns := env.Namespace(t)
@@ -495,10 +508,12 @@ func TestDeletedLeaseHasAGrace(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), lease); err != nil {
 		t.Fatal(err)
 	}
-	waitNPPState(t, node, v1alpha1.NodeServiceNoLease)
-	waitGauge(t, node, 0)
+	deleted := time.Now()
 	waitNPPState(t, node, v1alpha1.NodeServiceSilent)
 	waitGauge(t, node, 1)
+	if d := time.Since(deleted); d < grace-time.Second {
+		t.Errorf("silent %s after the Lease was deleted, before the grace of %s", d, grace)
+	}
 }
 
 // A deleted node's Lease is deleted, with or without an owner reference (no garbage collector
