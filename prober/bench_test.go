@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -189,9 +189,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 		warmup = 2 * time.Second // the first Sync spreads probes over 1 s
 		window = 5 * time.Second
 	)
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithLogger(log)}
+	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithLogger(slog.New(slog.DiscardHandler))}
 	if execer != nil {
 		opts = append(opts, WithExecer(execer))
 	}

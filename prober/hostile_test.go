@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -248,7 +248,7 @@ func TestHostileLoadStaysBounded(t *testing.T) {
 	}()
 
 	m, err := NewManager(allRunning{ContainerStatus{ID: "c", Running: true, StartedAt: time.Now().Add(-time.Hour)}},
-		WithLogger(&logrus.Logger{Out: io.Discard, Formatter: new(logrus.TextFormatter), Level: logrus.InfoLevel}))
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
