@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -206,7 +206,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			return reconcile.Result{}, err
 		}
 		stale = append(stale, rv)
-		log.FromContext(ctx).Info("completed ContainerRecreateRequest", "crr", crr.Name, "message", msg)
+		logf.FromContext(ctx).Info("completed ContainerRecreateRequest", "crr", crr.Name, "message", msg)
 	}
 
 	// 2. The pod's readiness: not ready while a request holds it.
@@ -274,7 +274,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			if err := r.client.Delete(ctx, crr, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, err
 			}
-			log.FromContext(ctx).V(1).Info("deleted ContainerRecreateRequest after its TTL", "crr", crr.Name)
+			logf.FromContext(ctx).V(1).Info("deleted ContainerRecreateRequest after its TTL", "crr", crr.Name)
 		}
 	}
 
@@ -429,7 +429,7 @@ func (r *reconciler) setHolders(ctx context.Context, pod *corev1.Pod, keys []str
 	if err := r.client.Status().Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, body)); err != nil {
 		return err
 	}
-	log.FromContext(ctx).Info("set pod readiness gate", "condition", ConditionKruisePodReady, "status", status, "holders", msg)
+	logf.FromContext(ctx).Info("set pod readiness gate", "condition", ConditionKruisePodReady, "status", status, "holders", msg)
 	cachewait.Until(ctx, r.client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, rv)
 	return nil
 }
