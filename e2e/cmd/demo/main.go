@@ -32,7 +32,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/cluster"
@@ -67,7 +67,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo: the rig needs root")
 		os.Exit(1)
 	}
-	ctrllog.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
+	logf.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
