@@ -335,7 +335,7 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	stop = func() {
 		mcancel()
 		select {
-		case <-done:
+		case _ = <-done:
 		case <-time.After(30 * time.Second):
 		}
 	}

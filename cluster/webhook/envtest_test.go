@@ -159,7 +159,7 @@ func startEnv(assets string) (func(), error) {
 	go func() { errc <- srv.Start(ctx) }()
 	stop = func() {
 		cancel()
-		<-errc
+		_ = <-errc
 		_ = env.Stop()
 	}
 	if err := waitTLS(net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort)), errc); err != nil {

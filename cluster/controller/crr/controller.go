@@ -176,14 +176,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	res, err := r.reconcile(ctx, crrs, pod, &next)
 	if apierrors.IsConflict(err) {
 		// Someone (the node) wrote in between: start over from the cache.
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: retry now, through the rate limiter; RequeueAfter would wait a fixed time
 	}
-	if err != nil || res.Requeue {
+	if err != nil || res.Requeue { //nolint:staticcheck // SA1019: see above
 		return res, err
 	}
 	return reconcile.Result{RequeueAfter: next.after()}, nil
 }
 
+//nolint:gocyclo // one pass over the pod's requests in creation order; each branch is a step of their state machine
 func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, next *requeue) (reconcile.Result, error) {
 	now := r.clock.Now()
 	var stale []string // versions our writes made stale, to wait for in the cache

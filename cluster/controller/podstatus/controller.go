@@ -263,9 +263,7 @@ func podViews(npp *v1alpha1.NodePodProbe) map[string]*podView {
 	}
 	for _, ps := range npp.Status.PodProbeStatuses {
 		v := view(ps.UID, ps.Namespace, ps.Name)
-		for _, s := range ps.ProbeStates {
-			v.states = append(v.states, s)
-		}
+		v.states = append(v.states, ps.ProbeStates...)
 		slices.SortFunc(v.states, func(a, b v1alpha1.ContainerProbeState) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return views

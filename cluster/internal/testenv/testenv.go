@@ -132,7 +132,7 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 func (e *Env) Stop() {
 	e.cancel()
 	select {
-	case <-e.done:
+	case _ = <-e.done:
 	case <-time.After(10 * time.Second):
 	}
 	_ = e.env.Stop()
