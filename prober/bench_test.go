@@ -72,7 +72,7 @@ func serveBenchTargets() {
 			}
 			got = append(got, buf[:n]...)
 		}
-		c.Write([]byte(response))
+		_, _ = c.Write([]byte(response))
 	}
 	accept := func(ln net.Listener, serve func(net.Conn)) {
 		for {
@@ -97,7 +97,7 @@ func serveBenchTargets() {
 		go accept(ln, nil)
 	}
 	fmt.Printf("http %s tcp %s\n", strings.Join(httpPorts, ","), strings.Join(tcpPorts, ","))
-	io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 // raiseFDLimit lifts the soft open-files limit to the hard one.
@@ -173,7 +173,7 @@ func startBenchTargets(b *testing.B) (httpPorts, tcpPorts []string, stop func())
 	}
 	stop = func() {
 		stdin.Close()
-		child.Wait()
+		_ = child.Wait()
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if f := strings.Fields(line); err != nil || len(f) != 4 {
@@ -239,7 +239,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		m.Run(ctx)
+		_ = m.Run(ctx)
 		close(done)
 	}()
 	go func() {
@@ -314,7 +314,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 // cpuTimes returns the process's user and system CPU time.
 func cpuTimes() (user, sys time.Duration) {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 

@@ -30,12 +30,6 @@ func (f *fakeContainers) set(podUID, name string, st ContainerStatus) {
 	f.m[[2]string{podUID, name}] = st
 }
 
-func (f *fakeContainers) del(podUID, name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.m, [2]string{podUID, name})
-}
-
 func (f *fakeContainers) Container(podUID, name string) (ContainerStatus, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -89,7 +89,7 @@ func serveHostileTargets() {
 	}
 	s := grpc.NewServer()
 	healthpb.RegisterHealthServer(s, bigHealth{})
-	go s.Serve(ln)
+	go func() { _ = s.Serve(ln) }()
 	ports = append(ports, fmt.Sprintf("grpc:%d", ln.Addr().(*net.TCPAddr).Port))
 	fmt.Println(strings.Join(ports, " "))
 	_, _ = io.Copy(io.Discard, os.Stdin)
