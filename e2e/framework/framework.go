@@ -87,7 +87,6 @@ var (
 	shared     *Cluster
 	skipReason string
 	setupErr   error
-	mainOnce   sync.Once
 )
 
 // Main is a suite's TestMain: it brings one rig up, runs the tests, tears the

@@ -458,7 +458,7 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 	err = framework.WaitFor(ctx, time.Minute, "node service ready (/readyz)", func(ctx context.Context) (bool, string, error) {
 		select {
 		case err := <-exited:
-			return false, "", fmt.Errorf("the node service exited (%v); see %s", err, nodeServiceLog(r.Dir()))
+			return false, "", fmt.Errorf("the node service exited (%w); see %s", err, nodeServiceLog(r.Dir()))
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+healthAddr+"/readyz", nil)
