@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
