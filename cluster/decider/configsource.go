@@ -62,10 +62,10 @@ func newConfigSource(mgr ctrl.Manager, namespace string) (*configSource, error) 
 
 // current is the settings to decide with; err is set while the ConfigMap is invalid (settings
 // are then the last valid ones); loaded is false until the ConfigMap was read once.
-func (c *configSource) current() (s *Settings, err error, loaded bool) {
+func (c *configSource) current() (s *Settings, loaded bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.settings, c.err, c.loaded
+	return c.settings, c.loaded, c.err
 }
 
 // NeedLeaderElection: only the leader decides, so only it needs the configuration.

@@ -150,7 +150,7 @@ type sighting struct {
 }
 
 func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	settings, cfgErr, loaded := d.config.current()
+	settings, loaded, cfgErr := d.config.current()
 	if !loaded {
 		return reconcile.Result{RequeueAfter: time.Second}, nil // never decide before reading the switches
 	}

@@ -335,7 +335,10 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	stop = func() {
 		mcancel()
 		select {
-		case _ = <-done:
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "the decider's manager stopped with:", err)
+			}
 		case <-time.After(30 * time.Second):
 		}
 	}

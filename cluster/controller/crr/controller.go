@@ -173,19 +173,19 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	})
 
 	var next requeue
-	res, err := r.reconcile(ctx, crrs, pod, &next)
+	err := r.reconcile(ctx, crrs, pod, &next)
 	if apierrors.IsConflict(err) {
 		// Someone (the node) wrote in between: start over from the cache.
 		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: retry now, through the rate limiter; RequeueAfter would wait a fixed time
 	}
-	if err != nil || res.Requeue { //nolint:staticcheck // SA1019: see above
-		return res, err
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: next.after()}, nil
 }
 
 //nolint:gocyclo // one pass over the pod's requests in creation order; each branch is a step of their state machine
-func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, next *requeue) (reconcile.Result, error) {
+func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, next *requeue) error {
 	now := r.clock.Now()
 	var stale []string // versions our writes made stale, to wait for in the cache
 
@@ -197,14 +197,14 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		}
 		msg, err := r.mustComplete(ctx, crr, pod, now, next)
 		if err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		if msg == "" {
 			continue
 		}
 		rv := crr.ResourceVersion
 		if err := r.complete(ctx, crr, now, msg); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		stale = append(stale, rv)
 		logf.FromContext(ctx).Info("completed ContainerRecreateRequest", "crr", crr.Name, "message", msg)
@@ -220,7 +220,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 	gated := pod != nil && pod.DeletionTimestamp == nil && hasGate(pod)
 	if gated {
 		if err := r.setHolders(ctx, pod, holders, now); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 	}
 
@@ -238,7 +238,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		body := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
 			rv, v1alpha1.AnnotationCRRUnreadyAcquired, now.UTC().Format(time.RFC3339Nano))
 		if err := r.client.Patch(ctx, crr, client.RawPatch(types.MergePatchType, body)); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		stale = append(stale, rv)
 	}
@@ -253,7 +253,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			rv := crr.ResourceVersion
 			crr.Status.CompletionTime = &metav1.Time{Time: now}
 			if err := r.client.Status().Update(ctx, crr); err != nil {
-				return reconcile.Result{}, err
+				return err
 			}
 			stale = append(stale, rv)
 		}
@@ -261,7 +261,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			rv := crr.ResourceVersion
 			body := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, v1alpha1.LabelCRRActive)
 			if err := r.client.Patch(ctx, crr, client.RawPatch(types.MergePatchType, body)); err != nil {
-				return reconcile.Result{}, client.IgnoreNotFound(err)
+				return client.IgnoreNotFound(err)
 			}
 			stale = append(stale, rv)
 		}
@@ -273,7 +273,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			}
 			uid := crr.UID
 			if err := r.client.Delete(ctx, crr, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, err
+				return err
 			}
 			logf.FromContext(ctx).V(1).Info("deleted ContainerRecreateRequest after its TTL", "crr", crr.Name)
 		}
@@ -285,7 +285,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		cachewait.Until(ctx, r.client, &v1alpha1.ContainerRecreateRequest{ObjectMeta: metav1.ObjectMeta{
 			Namespace: crrs[0].Namespace, Name: crrs[0].Name}}, stale...)
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // mustComplete says why the cluster completes crr now, or "" and when to look again.

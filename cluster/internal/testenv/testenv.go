@@ -132,7 +132,10 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 func (e *Env) Stop() {
 	e.cancel()
 	select {
-	case _ = <-e.done:
+	case err := <-e.done:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: the manager stopped with:", err)
+		}
 	case <-time.After(10 * time.Second):
 	}
 	_ = e.env.Stop()
