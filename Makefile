@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 GO ?= go
 TOOLS := $(GO) tool -modfile=hack/tools/go.mod
+# golangci-lint has a module of its own: its many dependencies must not move controller-gen's or nfpm's.
+# `go tool` builds it from the module proxy once and keeps the binary in Go's build cache.
+GOLANGCI_LINT := $(GO) tool -modfile=hack/tools/golangci-lint/go.mod golangci-lint
+# LINT_FLAGS: e.g. LINT_FLAGS=--fix, or --concurrency 1 on a shared machine.
+LINT_FLAGS ?=
 # Packages whose tests need no root and no rig: make unit runs them without the suites against a real
 # API server (envtest), make integration runs those.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/packaging$$')
@@ -20,7 +25,7 @@ export PROBESHIM_CACHE ?= /var/cache/probeshim
 GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
-.PHONY: all build unit integration test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
+.PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
 	packages package-test demo demo-down fresh-check deps
 
 all: build
@@ -28,9 +33,9 @@ all: build
 build:
 	$(GO) build ./...
 
-## unit: fast tests (seconds) plus the check that generated code is current; the suites against a
+## unit: fast tests (seconds) plus lint and the check that generated code is current; the suites against a
 ## real API server skip here (PROBESHIM_UNIT_ONLY) and run in make integration.
-unit: deps-unit verify-generated vet
+unit: deps-unit verify-generated vet lint
 	@export PROBESHIM_UNIT_ONLY=1; $(GOTEST) -count=1 $(UNIT_PKGS) $(REPORT) -allow-reason PROBESHIM_UNIT_ONLY
 
 ## integration: the tests against a real kube-apiserver and etcd (envtest; no root), every test of
@@ -121,6 +126,11 @@ fresh-check:
 
 vet:
 	$(GO) vet $(UNIT_PKGS) $(PACKAGE_TEST_PKGS)
+
+## lint: golangci-lint with .golangci.yml, over every package (tests and e2e too). Results are cached in
+## ~/.cache/golangci-lint, so a second run only looks at what changed.
+lint:
+	@$(GOLANGCI_LINT) run $(LINT_FLAGS) ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -188,7 +189,7 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -22,7 +23,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -72,7 +72,7 @@ func serveBenchTargets() {
 			}
 			got = append(got, buf[:n]...)
 		}
-		c.Write([]byte(response))
+		_, _ = c.Write([]byte(response))
 	}
 	accept := func(ln net.Listener, serve func(net.Conn)) {
 		for {
@@ -97,7 +97,7 @@ func serveBenchTargets() {
 		go accept(ln, nil)
 	}
 	fmt.Printf("http %s tcp %s\n", strings.Join(httpPorts, ","), strings.Join(tcpPorts, ","))
-	io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 // raiseFDLimit lifts the soft open-files limit to the hard one.
@@ -173,7 +173,7 @@ func startBenchTargets(b *testing.B) (httpPorts, tcpPorts []string, stop func())
 	}
 	stop = func() {
 		stdin.Close()
-		child.Wait()
+		_ = child.Wait()
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if f := strings.Fields(line); err != nil || len(f) != 4 {
@@ -189,9 +189,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 		warmup = 2 * time.Second // the first Sync spreads probes over 1 s
 		window = 5 * time.Second
 	)
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithLogger(log)}
+	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithLogger(slog.New(slog.DiscardHandler))}
 	if execer != nil {
 		opts = append(opts, WithExecer(execer))
 	}
@@ -241,7 +239,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		m.Run(ctx)
+		_ = m.Run(ctx)
 		close(done)
 	}()
 	go func() {
@@ -316,7 +314,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 // cpuTimes returns the process's user and system CPU time.
 func cpuTimes() (user, sys time.Duration) {
 	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
 

@@ -41,7 +41,7 @@ func Example() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go m.Run(ctx)
+	go func() { _ = m.Run(ctx) }()
 
 	// The first Sync after start spreads its probes over their period (a
 	// restarted service does not probe everything at once); probes added by

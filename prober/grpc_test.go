@@ -36,7 +36,7 @@ func grpcServer(t *testing.T, hs healthpb.HealthServer) (addr string, agents fun
 	if hs != nil {
 		healthpb.RegisterHealthServer(s, hs)
 	}
-	go s.Serve(ln)
+	go func() { _ = s.Serve(ln) }()
 	t.Cleanup(s.Stop)
 	return ln.Addr().String(), func() []string {
 		mu.Lock()

@@ -4,12 +4,12 @@ package prober
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -28,12 +28,6 @@ func (f *fakeContainers) set(podUID, name string, st ContainerStatus) {
 		f.m = map[[2]string]ContainerStatus{}
 	}
 	f.m[[2]string{podUID, name}] = st
-}
-
-func (f *fakeContainers) del(podUID, name string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.m, [2]string{podUID, name})
 }
 
 func (f *fakeContainers) Container(podUID, name string) (ContainerStatus, bool) {
@@ -130,9 +124,8 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 		exec:       &fakeExec{},
 		reg:        prometheus.NewRegistry(),
 	}
-	log := logrus.New()
-	log.SetLevel(logrus.DebugLevel) // exercise the debug paths
-	log.SetOutput(testWriter{t})
+	// Debug level exercises the debug paths.
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	all := append([]Option{WithClock(h.clock), WithExecer(h.exec), WithRegisterer(h.reg), WithLogger(log)}, opts...)
 	m, err := NewManager(h.containers, all...)
 	if err != nil {

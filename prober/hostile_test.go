@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -89,7 +89,7 @@ func serveHostileTargets() {
 	}
 	s := grpc.NewServer()
 	healthpb.RegisterHealthServer(s, bigHealth{})
-	go s.Serve(ln)
+	go func() { _ = s.Serve(ln) }()
 	ports = append(ports, fmt.Sprintf("grpc:%d", ln.Addr().(*net.TCPAddr).Port))
 	fmt.Println(strings.Join(ports, " "))
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -248,7 +248,7 @@ func TestHostileLoadStaysBounded(t *testing.T) {
 	}()
 
 	m, err := NewManager(allRunning{ContainerStatus{ID: "c", Running: true, StartedAt: time.Now().Add(-time.Hour)}},
-		WithLogger(&logrus.Logger{Out: io.Discard, Formatter: new(logrus.TextFormatter), Level: logrus.InfoLevel}))
+		WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

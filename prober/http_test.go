@@ -65,7 +65,7 @@ func newHTTPTarget(t *testing.T, tls bool) *httpTarget {
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		// Exactly the cap, then hold the body open: a reader that wants
 		// more than the cap hangs until its timeout.
-		w.Write([]byte(strings.Repeat("b", MaxOutput)))
+		_, _ = w.Write([]byte(strings.Repeat("b", MaxOutput)))
 		w.(http.Flusher).Flush()
 		select {
 		case <-r.Context().Done():
@@ -73,7 +73,7 @@ func newHTTPTarget(t *testing.T, tls bool) *httpTarget {
 		}
 	})
 	mux.HandleFunc("/bigger", func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(strings.Repeat("b", 3*MaxOutput)))
+		_, _ = w.Write([]byte(strings.Repeat("b", 3*MaxOutput)))
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -476,8 +476,8 @@ func listenRaw(t *testing.T, response string) net.Listener {
 			go func() {
 				defer c.Close()
 				buf := make([]byte, 4096)
-				c.Read(buf)
-				io.WriteString(c, response)
+				_, _ = c.Read(buf)
+				_, _ = io.WriteString(c, response)
 			}()
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sirupsen/logrus"
 	"k8s.io/utils/clock"
 )
 
@@ -35,8 +35,11 @@ func WithClock(c clock.Clock) Option { return func(m *Manager) { m.clock = c } }
 // are kept but not exported.
 func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { m.registerer = r } }
 
-// WithLogger sets the logger. The engine logs only at Debug level.
-func WithLogger(l logrus.FieldLogger) Option { return func(m *Manager) { m.log = l } }
+// WithLogger sets the logger. The engine logs only at Debug level, with the
+// fields namespace, pod, container and probe; without WithLogger it logs
+// nothing. It takes a *slog.Logger so that the engine, a library, imposes no
+// logging package on its users (the node service adapts it to logrus).
+func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
 // Default concurrency limits: how many exec probes, and how many network
 // probes, run at once.
@@ -75,7 +78,7 @@ type Manager struct {
 	exec       Execer
 	network    Network
 	registerer prometheus.Registerer
-	log        logrus.FieldLogger
+	log        *slog.Logger
 	results    *resultStore
 	jitter     func() float64 // in [0,1); replaced in tests
 
@@ -111,7 +114,7 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 		clock:       clock.RealClock{},
 		containers:  containers,
 		network:     HostNetwork,
-		log:         logrus.StandardLogger(),
+		log:         slog.New(slog.DiscardHandler),
 		jitter:      rand.Float64,
 		wake:        make(chan struct{}, 1),
 		execPool:    pool{name: "exec", limit: DefaultExecConcurrency},
@@ -161,7 +164,8 @@ func (m *Manager) Sync(desired []Desired) {
 	for i := range desired {
 		d := &desired[i]
 		if _, dup := seen[d.Key]; dup {
-			m.log.WithField("probe", d.Key.Probe).Debug("duplicate probe key in desired set, ignoring the later one")
+			m.log.Debug("duplicate probe key in desired set, ignoring the later one",
+				"namespace", d.Pod.Namespace, "pod", d.Pod.Name, "container", d.Key.Container, "probe", d.Key.Probe)
 			continue
 		}
 		seen[d.Key] = struct{}{}
@@ -417,8 +421,8 @@ func (m *Manager) runWorker(p *pool, j job) {
 	if late > LateAfter {
 		p.late.Add(1)
 		if m.debug() {
-			w.logger().WithFields(logrus.Fields{"pool": p.name, "late": late.Round(time.Millisecond)}).
-				Debug("probe started late: its pool of runners was busy or the node overloaded")
+			w.logger().Debug("probe started late: its pool of runners was busy or the node overloaded",
+				"pool", p.name, "late", late.Round(time.Millisecond))
 		}
 	}
 	if m.onStart != nil {
@@ -542,11 +546,5 @@ func (h *workerHeap) Pop() any {
 // debug reports whether Debug logs are wanted, so that per-probe log fields
 // are built only then.
 func (m *Manager) debug() bool {
-	switch l := m.log.(type) {
-	case *logrus.Logger:
-		return l.IsLevelEnabled(logrus.DebugLevel)
-	case *logrus.Entry:
-		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
-	}
-	return true
+	return m.log.Enabled(context.Background(), slog.LevelDebug)
 }

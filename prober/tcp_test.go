@@ -126,7 +126,7 @@ func TestLingerDialSetsSocketOption(t *testing.T) {
 	}
 	var l *unix.Linger
 	var gerr error
-	raw.Control(func(fd uintptr) { l, gerr = unix.GetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER) })
+	_ = raw.Control(func(fd uintptr) { l, gerr = unix.GetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER) })
 	if gerr != nil || l.Onoff != 1 || l.Linger != 1 {
 		t.Fatalf("SO_LINGER %+v %v", l, gerr)
 	}

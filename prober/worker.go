@@ -4,11 +4,11 @@ package prober
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"sync/atomic"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -148,7 +148,7 @@ func (w *worker) doProbe(ctx context.Context) {
 	}
 	if err != nil {
 		if w.m.debug() {
-			w.logger().WithError(err).Debug("probe error, result discarded")
+			w.logger().Debug("probe error, result discarded", "error", err)
 		}
 		return
 	}
@@ -188,15 +188,10 @@ func (w *worker) notRunning() {
 func (w *worker) publish(r Result, msg string) {
 	u := Update{Key: w.key, Result: r, Message: capMessage(msg), Time: w.m.clock.Now()}
 	if w.m.results.set(u, &w.gone) && w.m.debug() {
-		w.logger().WithFields(logrus.Fields{"result": r, "message": u.Message}).Debug("probe result changed")
+		w.logger().Debug("probe result changed", "result", r.String(), "message", u.Message)
 	}
 }
 
-func (w *worker) logger() logrus.FieldLogger {
-	return w.m.log.WithFields(logrus.Fields{
-		"namespace": w.pod.namespace,
-		"pod":       w.pod.name,
-		"container": w.key.Container,
-		"probe":     w.key.Probe,
-	})
+func (w *worker) logger() *slog.Logger {
+	return w.m.log.With("namespace", w.pod.namespace, "pod", w.pod.name, "container", w.key.Container, "probe", w.key.Probe)
 }

@@ -4,12 +4,14 @@ package prober
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -368,9 +370,7 @@ func TestCapMessage(t *testing.T) {
 // Nothing is logged per probe at the default level.
 func TestQuietAtInfo(t *testing.T) {
 	var buf strings.Builder
-	log := logrus.New()
-	log.SetOutput(&buf)
-	h := newHarness(t, WithLogger(log))
+	h := newHarness(t, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
 	h.running("c1")
 	h.exec.push(ok, fail, oops, ok)
@@ -381,5 +381,47 @@ func TestQuietAtInfo(t *testing.T) {
 	h.probe(key("p"))
 	if buf.Len() != 0 {
 		t.Fatalf("logged at Info: %s", buf.String())
+	}
+}
+
+// At Debug level every per-probe record carries the probe's identity as
+// structured fields, whatever handler the caller gives the engine.
+func TestDebugLogFields(t *testing.T) {
+	var buf strings.Builder
+	h := newHarness(t, WithLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
+	h.running("c1")
+	h.exec.push(fail, oops)
+	h.probe(key("p"))
+	h.probe(key("p"))
+
+	want := map[string]map[string]any{
+		"probe result changed Failure":  {"result": Failure.String(), "message": "bad"},
+		"probe error, result discarded": {"error": context.Canceled.Error()},
+	}
+	for line := range strings.Lines(buf.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not one JSON record: %q: %v", line, err)
+		}
+		id, _ := rec["msg"].(string)
+		if r, ok := rec["result"].(string); ok {
+			id += " " + r
+		}
+		extra, ok := want[id]
+		if !ok {
+			continue
+		}
+		delete(want, id)
+		fields := map[string]any{"level": "DEBUG", "namespace": "ns", "pod": "pod", "container": ctr, "probe": "p"}
+		maps.Copy(fields, extra)
+		for k, v := range fields {
+			if rec[k] != v {
+				t.Errorf("%q: %s = %v, want %v (record %s)", rec["msg"], k, rec[k], v, line)
+			}
+		}
+	}
+	for msg := range want {
+		t.Errorf("no record %q in:\n%s", msg, buf.String())
 	}
 }

@@ -113,7 +113,7 @@ func (h *JournalHook) Fire(e *logrus.Entry) error {
 	if h.identifier != "" {
 		vars["SYSLOG_IDENTIFIER"] = h.identifier
 	}
-	if e.HasCaller() {
+	if e.Caller != nil {
 		vars["CODE_FILE"] = e.Caller.File
 		vars["CODE_LINE"] = strconv.Itoa(e.Caller.Line)
 		vars["CODE_FUNC"] = e.Caller.Function

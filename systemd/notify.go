@@ -78,15 +78,15 @@ func Watchdog(ctx context.Context, health func(context.Context) error, log logru
 		}
 		switch {
 		case err == nil:
-			Notify(daemon.SdNotifyWatchdog)
+			_ = Notify(daemon.SdNotifyWatchdog) // a lost ping is a missed one: systemd acts on that
 			if !healthy {
 				log.Info("healthy again; watchdog pings resumed")
-				Status("running")
+				_ = Status("running")
 			}
 			healthy = true
 		case healthy || lastErr == nil || err.Error() != lastErr.Error():
 			log.WithError(err).Warn("unhealthy; watchdog pings withheld")
-			Status("unhealthy: " + err.Error())
+			_ = Status("unhealthy: " + err.Error())
 			healthy = false
 		}
 		lastErr = err

@@ -55,7 +55,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)
 		return 1
 	}
-	defer env.Stop() //nolint:errcheck
+	defer env.Stop() //nolint:errcheck // the test is over: a stop that fails leaves processes that die with it
 	if testEnv.c, err = client.New(cfg, client.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

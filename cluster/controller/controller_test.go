@@ -166,7 +166,7 @@ func TestGameServerLifecycle(t *testing.T) {
 	}
 	testenv.Eventually(t, wait, func() error {
 		if _, err := spec(node.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("NodePodProbe still there: %v", err)
+			return fmt.Errorf("NodePodProbe still there: %w", err)
 		}
 		return nil
 	})

@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // EventReasonConfigInvalid on the ConfigMap: it does not parse, and every restart is held until
@@ -62,10 +62,10 @@ func newConfigSource(mgr ctrl.Manager, namespace string) (*configSource, error) 
 
 // current is the settings to decide with; err is set while the ConfigMap is invalid (settings
 // are then the last valid ones); loaded is false until the ConfigMap was read once.
-func (c *configSource) current() (s *Settings, err error, loaded bool) {
+func (c *configSource) current() (s *Settings, loaded bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.settings, c.err, c.loaded
+	return c.settings, c.loaded, c.err
 }
 
 // NeedLeaderElection: only the leader decides, so only it needs the configuration.
@@ -109,7 +109,7 @@ func (c *configSource) Start(ctx context.Context) error {
 // load reads the ConfigMap; a change of its document replaces the settings (or, when invalid,
 // holds every restart with the reason) and has every failing workload decided again.
 func (c *configSource) load(ctx context.Context) {
-	logger := log.FromContext(ctx).WithName(ControllerName).WithValues("configMap", c.namespace+"/"+ConfigMapName)
+	logger := logf.FromContext(ctx).WithName(ControllerName).WithValues("configMap", c.namespace+"/"+ConfigMapName)
 	cm := &corev1.ConfigMap{}
 	err := c.cache.Get(ctx, types.NamespacedName{Namespace: c.namespace, Name: ConfigMapName}, cm)
 	if err != nil && !apierrors.IsNotFound(err) {

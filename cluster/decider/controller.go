@@ -22,7 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -150,7 +150,7 @@ type sighting struct {
 }
 
 func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	settings, cfgErr, loaded := d.config.current()
+	settings, loaded, cfgErr := d.config.current()
 	if !loaded {
 		return reconcile.Result{RequeueAfter: time.Second}, nil // never decide before reading the switches
 	}
@@ -158,7 +158,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, nil
 	}
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("workload", wl.String()))
+	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("workload", wl.String()))
 	pods, err := d.workloads.pods(ctx, wl)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -269,7 +269,7 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	rec, err := ParseRecord(pod.Annotations)
 	if err != nil {
 		// Someone edited it: acting as if nothing was done is the only reading left; say so.
-		log.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klog.KObj(pod))
+		logf.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klog.KObj(pod))
 	}
 	v.Record = rec
 	if len(v.Failing) == 0 && rec.Request == "" {
@@ -424,7 +424,7 @@ func finished(crr *v1alpha1.ContainerRecreateRequest) bool {
 // and even so nothing in it is created without Decide's checks: the switches, opt-outs,
 // blacklist, breaker, budget and rate limit as they are now.
 func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, active bool, now time.Time) (Record, bool, []Failure, error) {
-	logger := log.FromContext(ctx).WithValues("pod", klog.KObj(pod), "crr", rec.Request)
+	logger := logf.FromContext(ctx).WithValues("pod", klog.KObj(pod), "crr", rec.Request)
 	crr := &v1alpha1.ContainerRecreateRequest{}
 	err := d.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: rec.Request}, crr)
 	switch {
@@ -509,7 +509,7 @@ func (d *decider) release(ctx context.Context, pod *corev1.Pod, dec *Decision) e
 	for i, f := range dec.Failing {
 		containers[i] = f.Container
 	}
-	log.FromContext(ctx).Info("a recorded restart that was never created is held; forgetting it",
+	logf.FromContext(ctx).Info("a recorded restart that was never created is held; forgetting it",
 		"pod", klog.KObj(pod), "crr", dec.Pod.Record.Request, "outcome", dec.Outcome, "reason", dec.Reason)
 	return d.patchRecord(ctx, pod, dec.Pod.Record.finished(containers))
 }
@@ -595,7 +595,7 @@ func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name strin
 	if err != nil {
 		return nil, fmt.Errorf("creating ContainerRecreateRequest %s/%s: %w", pod.Namespace, name, err)
 	}
-	log.FromContext(ctx).Info("restarting containers whose liveness probe failed", "pod", klog.KObj(pod), "crr", name,
+	logf.FromContext(ctx).Info("restarting containers whose liveness probe failed", "pod", klog.KObj(pod), "crr", name,
 		"containers", containerList(failing))
 	return crr, nil
 }
@@ -646,13 +646,13 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 			continue
 		}
 		if dec.Reason == ReasonObserving {
-			log.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klog.KObj(pods[dec.Pod.UID]), "message", dec.Message)
+			logf.FromContext(ctx).V(1).Info("watching a new liveness failure", "pod", klog.KObj(pods[dec.Pod.UID]), "message", dec.Message)
 			continue
 		}
 		if Quiet(dec.Reason) {
 			// An exit: the kubelet's business, so no event that could read as a liveness failure.
 			d.metrics.decisions.WithLabelValues(string(dec.Outcome), string(dec.Reason)).Inc()
-			log.FromContext(ctx).Info("not restarting: the Failed liveness state is not the running container's",
+			logf.FromContext(ctx).Info("not restarting: the Failed liveness state is not the running container's",
 				"pod", klog.KObj(pods[dec.Pod.UID]), "reason", dec.Reason, "message", dec.Message)
 			continue
 		}
@@ -667,7 +667,7 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 			d.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReasonHeld, string(dec.Reason),
 				"restart of %s held back (%s): %s", containerList(dec.Failing), dec.Reason, dec.Message)
 		}
-		log.FromContext(ctx).Info("liveness restart decision", "pod", klog.KObj(pod), "outcome", dec.Outcome,
+		logf.FromContext(ctx).Info("liveness restart decision", "pod", klog.KObj(pod), "outcome", dec.Outcome,
 			"reason", dec.Reason, "message", dec.Message)
 	}
 	if len(next) == 0 {
@@ -685,11 +685,11 @@ func (d *decider) noteBreaker(ctx context.Context, wl Workload, b Breaker) {
 	}
 	if b.Open {
 		d.breakers[wl] = true
-		log.FromContext(ctx).Info("circuit breaker opened: holding every liveness restart of the workload",
+		logf.FromContext(ctx).Info("circuit breaker opened: holding every liveness restart of the workload",
 			"failing", b.Failing, "pods", b.Total)
 	} else {
 		delete(d.breakers, wl)
-		log.FromContext(ctx).Info("circuit breaker closed", "failing", b.Failing, "pods", b.Total)
+		logf.FromContext(ctx).Info("circuit breaker closed", "failing", b.Failing, "pods", b.Total)
 	}
 	d.metrics.breakersOpen.Set(float64(len(d.breakers)))
 }

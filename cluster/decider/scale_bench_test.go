@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -90,9 +90,9 @@ func BenchmarkDeciderScale(b *testing.B) {
 		b.Skip("envtest needs " + err.Error())
 	}
 	if os.Getenv("PROBESHIM_TEST_LOG") != "" {
-		log.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+		logf.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
 	} else {
-		log.SetLogger(logr.Discard())
+		logf.SetLogger(logr.Discard())
 	}
 	for i := 0; i < b.N; i++ { // -benchtime 1x: once
 		runScale(b, dir)
@@ -335,7 +335,10 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	stop = func() {
 		mcancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "the decider's manager stopped with:", err)
+			}
 		case <-time.After(30 * time.Second):
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -168,7 +168,7 @@ func (d *decider) enqueueNamespace(ctx context.Context, q queue, ns string, sel 
 		opts = append(opts, client.MatchingLabelsSelector{Selector: s})
 	}
 	if err := d.client.List(ctx, &pods, opts...); err != nil {
-		log.FromContext(ctx).Error(err, "listing pods to decide again", "namespace", ns)
+		logf.FromContext(ctx).Error(err, "listing pods to decide again", "namespace", ns)
 		return
 	}
 	seen := map[Workload]bool{}
@@ -219,7 +219,7 @@ func namespaceHandler(d *decider) handler.EventHandler {
 func (d *decider) failingWorkloads(ctx context.Context) []reconcile.Request {
 	var npps v1alpha1.NodePodProbeList
 	if err := d.client.List(ctx, &npps); err != nil {
-		log.FromContext(ctx).Error(err, "listing NodePodProbes to decide again")
+		logf.FromContext(ctx).Error(err, "listing NodePodProbes to decide again")
 		return nil
 	}
 	seen := map[reconcile.Request]bool{}

@@ -161,7 +161,9 @@ func startEnv(assets string) (func(), error) {
 	go func() { errc <- srv.Start(ctx) }()
 	stop = func() {
 		cancel()
-		<-errc
+		if err := <-errc; err != nil {
+			fmt.Fprintln(os.Stderr, "the webhook server stopped with:", err)
+		}
 		_ = env.Stop()
 	}
 	if err := waitTLS(net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort)), errc); err != nil {

@@ -60,7 +60,7 @@ func tenant(t *testing.T, exec bool) client.Client {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("RBAC not in effect yet: %v", err)
+		return fmt.Errorf("RBAC not in effect yet: %w", err)
 	})
 	return c
 }

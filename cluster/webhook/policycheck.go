@@ -13,7 +13,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -83,7 +83,7 @@ func (c PolicyChecker) Start(ctx context.Context) error {
 	if c.Interval <= 0 {
 		c.Interval = 5 * time.Minute
 	}
-	logger := log.FromContext(ctx).WithName("admission-policies")
+	logger := logf.FromContext(ctx).WithName("admission-policies")
 	t := time.NewTicker(c.Interval)
 	defer t.Stop()
 	for {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 	// The tests below wait on probes, controllers and the kubelet, hardly on the CPU: let all of
 	// them run at once (the default is GOMAXPROCS, 2 here). -parallel on the command line wins.
 	_ = flag.Set("test.parallel", "16")
-	ctrllog.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
+	logf.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
 	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(Image()))
 }
 

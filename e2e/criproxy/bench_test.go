@@ -29,7 +29,7 @@ func BenchmarkProxyLatency(b *testing.B) {
 	_, sock := startProxy(b, c)
 	ns := c.Namespace(b)
 	pods := benchPods(b, c, ns, 10)
-	id := appContainerID(b, c, pods[0])
+	id := appContainerID(b, pods[0])
 
 	direct, dconn, err := c.CRI()
 	if err != nil {
@@ -131,7 +131,7 @@ func benchPods(b *testing.B, c *framework.Cluster, ns string, n int) []*corev1.P
 	return out
 }
 
-func appContainerID(b *testing.B, c *framework.Cluster, pod *corev1.Pod) string {
+func appContainerID(b *testing.B, pod *corev1.Pod) string {
 	b.Helper()
 	cs := framework.ContainerStatus(pod, "app")
 	if cs == nil || cs.ContainerID == "" {

@@ -10,6 +10,7 @@ package criproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,7 +126,7 @@ func critestDir(tb testing.TB) string {
 	out, err := exec.Command(filepath.Join(root, "e2e", "critest", "build.sh")).Output()
 	if err != nil {
 		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		tb.Fatalf("e2e/critest/build.sh: %v\n%s", err, stderr)

@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/decider"
@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	// The scenarios wait on probes, the decider and the kubelet, hardly on the CPU: the ones
 	// under the default configuration run all at once. -parallel on the command line wins.
 	_ = flag.Set("test.parallel", "16")
-	ctrllog.SetLogger(logr.Discard())
+	logf.SetLogger(logr.Discard())
 	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(cluster.Image()))
 }
 

@@ -366,7 +366,7 @@ func watchRequests(ctx context.Context, c *framework.Cluster) (*crrLog, error) {
 			for ev := range w.ResultChan() {
 				now := time.Now()
 				if ev.Type == watch.Error {
-					l.fail(fmt.Errorf("the ContainerRecreateRequest watch failed: %v", apierrors.FromObject(ev.Object)))
+					l.fail(fmt.Errorf("the ContainerRecreateRequest watch failed: %w", apierrors.FromObject(ev.Object)))
 					w.Stop()
 					return
 				}

@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +35,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log" //nolint:importas // logf is this package's printf logger
 
 	"github.com/probeshim/probeshim/e2e/rig"
 )
@@ -87,7 +86,6 @@ var (
 	shared     *Cluster
 	skipReason string
 	setupErr   error
-	mainOnce   sync.Once
 )
 
 // Main is a suite's TestMain: it brings one rig up, runs the tests, tears the

@@ -64,7 +64,7 @@ func BuildBinary(pkg string) (string, error) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
-		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
 }
@@ -192,7 +192,7 @@ func (s *NodeService) Start(t testing.TB) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }() // the exit is seen through done; its status is in the log
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 
@@ -228,11 +228,11 @@ func (s *NodeService) signal(sig syscall.Signal, grace time.Duration) {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(sig)
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-done:
 	case <-time.After(grace):
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
 	}
 }

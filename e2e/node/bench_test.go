@@ -102,7 +102,7 @@ func BenchmarkScale100(b *testing.B) {
 	ns := c.Namespace(b)
 	created := createPods(b, c, ns, "scale", pods, func(p *corev1.Pod) {
 		var idx int
-		fmt.Sscanf(p.Name, "scale-%d", &idx)
+		_, _ = fmt.Sscanf(p.Name, "scale-%d", &idx)
 		if idx < flipping { // churn: the side server switches 200 <-> 503 every 2 s
 			p.Spec.Containers[1].Command = []string{"sh", "-c", "localhttp-server -listen :8081 & " +
 				"while sleep 2; do localhttp-server set -listen 127.0.0.1:8081 503; sleep 2; localhttp-server set -listen 127.0.0.1:8081 200; done"}
@@ -175,7 +175,7 @@ func deletePods(b *testing.B, c *framework.Cluster, pods []*corev1.Pod) {
 	var wg sync.WaitGroup
 	for _, p := range pods {
 		wg.Add(1)
-		go func() { defer wg.Done(); c.DeletePod(framework.Context(b, 2*time.Minute), p, 2*time.Minute) }()
+		go func() { defer wg.Done(); _ = c.DeletePod(framework.Context(b, 2*time.Minute), p, 2*time.Minute) }()
 	}
 	wg.Wait()
 }

@@ -59,7 +59,7 @@ func deleteNetNS(name string) error {
 		// ip fails when the file is there but no longer a mount: remove by hand.
 		_ = unix.Unmount(p, unix.MNT_DETACH)
 		if rmErr := os.Remove(p); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-			return fmt.Errorf("ip netns del %s: %v: %s", name, err, out)
+			return fmt.Errorf("ip netns del %s: %w: %s", name, err, out)
 		}
 	}
 	return nil

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -173,5 +172,5 @@ func fileSafe(s string) string {
 			b[i] = '_'
 		}
 	}
-	return fmt.Sprintf("%s", b)
+	return string(b)
 }

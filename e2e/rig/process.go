@@ -67,7 +67,7 @@ func (r *Rig) startProcess(name string, argv ...string) (*process, error) {
 func (p *process) failed() error {
 	select {
 	case <-p.exited:
-		return fmt.Errorf("%s exited: %v", p.Name, p.waitErr)
+		return fmt.Errorf("%s exited: %w", p.Name, p.waitErr)
 	default:
 		return nil
 	}

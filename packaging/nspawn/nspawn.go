@@ -153,7 +153,7 @@ func Boot(ctx context.Context, o Options) (c *Container, err error) {
 			return c, ferr
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return c, fmt.Errorf("nspawn %s: system did not finish booting (state %q): %v", o.Name, state, err)
+			return c, fmt.Errorf("nspawn %s: system did not finish booting (state %q): %w", o.Name, state, err)
 		}
 		time.Sleep(100 * time.Millisecond) // e.g. systemd not yet answering on its socket
 	}
@@ -256,7 +256,7 @@ func (c *Container) Close() error {
 func (c *Container) failed() error {
 	select {
 	case <-c.exited:
-		return fmt.Errorf("nspawn %s exited during boot: %v", c.name, c.waitErr)
+		return fmt.Errorf("nspawn %s exited during boot: %w", c.name, c.waitErr)
 	default:
 		return nil
 	}

@@ -45,7 +45,7 @@ func Rootfs(ctx context.Context, cacheDir string, logf func(string, ...any)) (st
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return "", err
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // the lock goes with lock.Close anyway
 	if _, err := os.Stat(tarball); err == nil {
 		return tarball, nil // built by another caller while we waited
 	}

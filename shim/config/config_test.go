@@ -16,8 +16,8 @@ import (
 // and containerd's socket.
 func detect(t *testing.T, host string, kubeletConf bool) {
 	t.Helper()
-	oh, of, os_ := hostname, fileExists, defaultSocket
-	t.Cleanup(func() { hostname, fileExists, defaultSocket = oh, of, os_ })
+	oh, of, osock := hostname, fileExists, defaultSocket
+	t.Cleanup(func() { hostname, fileExists, defaultSocket = oh, of, osock })
 	hostname = func() (string, error) { return host, nil }
 	fileExists = func(p string) bool { return kubeletConf && p == KubeletKubeconfig }
 	defaultSocket = func() string { return "/run/containerd/containerd.sock" }
@@ -41,11 +41,11 @@ func writeFile(t *testing.T, content string) string {
 
 func TestDefaults(t *testing.T) {
 	detect(t, "Worker-1.Example.COM", false)
-	c, err := load(t, "--config", filepath.Join(t.TempDir(), "none.yaml"))
+	_, err := load(t, "--config", filepath.Join(t.TempDir(), "none.yaml"))
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing --config file must be an error, got %v", err)
 	}
-	c, err = load(t, "--config="+writeFile(t, ""))
+	c, err := load(t, "--config="+writeFile(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

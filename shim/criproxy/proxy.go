@@ -246,7 +246,7 @@ func (p *Proxy) forward(_ any, down grpc.ServerStream) error {
 			err = status.Error(codes.Unavailable, drainReason)
 		}
 	}
-	p.finish(method, info, obs, err, time.Since(start))
+	p.finish(info, obs, err, time.Since(start))
 	return err
 }
 
@@ -271,8 +271,8 @@ func (p *Proxy) pump(ctx context.Context, down grpc.ServerStream, method string,
 		for {
 			var f frame
 			if err := down.RecvMsg(&f); err != nil {
-				if err == io.EOF {
-					up.CloseSend()
+				if errors.Is(err, io.EOF) {
+					_ = up.CloseSend() // a failed half-close ends the call, which Recv reports
 				} else {
 					c.cancel(err) // the kubelet went away: so does the upstream call
 				}
@@ -300,7 +300,7 @@ func (p *Proxy) pump(ctx context.Context, down grpc.ServerStream, method string,
 		var f frame
 		if err := up.RecvMsg(&f); err != nil {
 			down.SetTrailer(up.Trailer())
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
@@ -323,7 +323,7 @@ func (p *Proxy) pump(ctx context.Context, down grpc.ServerStream, method string,
 }
 
 // finish counts, logs and observes a call that ended.
-func (p *Proxy) finish(method string, info methodInfo, obs *observed, err error, took time.Duration) {
+func (p *Proxy) finish(info methodInfo, obs *observed, err error, took time.Duration) {
 	code := status.Code(err)
 	p.metrics.calls.WithLabelValues(info.service, info.method, code.String()).Inc()
 	p.metrics.duration.WithLabelValues(info.service, info.method).Observe(took.Seconds())

@@ -60,8 +60,8 @@ func (f *fakeRuntime) Version(ctx context.Context, req *criapi.VersionRequest) (
 	f.mu.Lock()
 	f.versionReq, f.incoming = req, md
 	f.mu.Unlock()
-	grpc.SetHeader(ctx, metadata.Pairs("x-header", "from-runtime"))
-	grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "from-runtime"))
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-header", "from-runtime"))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "from-runtime"))
 	return &criapi.VersionResponse{Version: "0.1.0", RuntimeName: "fake", RuntimeVersion: req.GetVersion()}, nil
 }
 
@@ -130,7 +130,7 @@ func (f *fakeRuntime) unknown(_ any, s grpc.ServerStream) error {
 	}
 	for {
 		var m emptypb.Empty
-		if err := s.RecvMsg(&m); err == io.EOF {
+		if err := s.RecvMsg(&m); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
 			return err
@@ -193,7 +193,7 @@ func startFake(t *testing.T, path string) *fakeRuntime {
 	}
 	s := grpc.NewServer(grpc.UnknownServiceHandler(f.unknown), grpc.MaxSendMsgSize(MaxMessageSize))
 	criapi.RegisterRuntimeServiceServer(s, f)
-	go s.Serve(l)
+	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
 	return f
 }
@@ -349,8 +349,8 @@ func TestUnknownMethodsForwarded(t *testing.T) {
 			}
 		}
 	}
-	s.CloseSend()
-	if err := s.RecvMsg(&frame{}); err != io.EOF {
+	_ = s.CloseSend()
+	if err := s.RecvMsg(&frame{}); !errors.Is(err, io.EOF) {
 		t.Fatalf("end of stream: %v", err)
 	}
 	if v := counter(e.proxy.metrics.calls.WithLabelValues("runtime.v2.FutureService", "Chat", "OK")); v != 1 {
@@ -390,7 +390,7 @@ func TestStatusPassesThrough(t *testing.T) {
 
 func counter(c prometheus.Counter) float64 {
 	var m dto.Metric
-	c.Write(&m)
+	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
 }
 
@@ -481,7 +481,7 @@ func TestObserverAndLog(t *testing.T) {
 	if r := findLog(e.logs, "RunPodSandbox"); r == nil || r.Data["sandbox_id"] != "sandbox-1" || r.Data["pod"] != "web-0" {
 		t.Errorf("RunPodSandbox log: %+v", r)
 	}
-	rs.Version(c, &criapi.VersionRequest{})
+	_, _ = rs.Version(c, &criapi.VersionRequest{})
 	if v := findLog(e.logs, "Version"); v == nil || v.Level != logrus.DebugLevel {
 		t.Errorf("Version should be logged at Debug: %+v", v)
 	}
@@ -533,7 +533,7 @@ func TestServerStreaming(t *testing.T) {
 	var ids []string
 	for {
 		ev, err := s.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -672,7 +672,7 @@ func TestListen(t *testing.T) {
 	}
 	// A file that is not a socket is left alone.
 	other := filepath.Join(dir, "plain")
-	os.WriteFile(other, nil, 0o600)
+	_ = os.WriteFile(other, nil, 0o600)
 	if _, err := Listen(other); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("Listen on a plain file: %v", err)
 	}
@@ -710,7 +710,7 @@ func TestRefusesItselfAsUpstream(t *testing.T) {
 	}
 	defer l.Close()
 	link := filepath.Join(dir, "containerd.sock")
-	os.Symlink(path, link)
+	_ = os.Symlink(path, link)
 	for _, up := range []string{path, link} {
 		p, err := New(Options{Upstream: up})
 		if err != nil {

@@ -78,7 +78,7 @@ func BenchmarkDial(b *testing.B) {
 	}, nsAddr)
 	run("netns-locked-pool", newLockedPool(b, d.ns, 2).dial, nsAddr)
 	run("netns-inline-unsafe", func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return inlineDial(d.ns, ctx, network, addr)
+		return inlineDial(ctx, d.ns, network, addr)
 	}, nsAddr)
 }
 
@@ -123,7 +123,7 @@ func BenchmarkNetnsVsHostDial(b *testing.B) {
 // cpuTime is the process's user and system CPU time so far.
 func cpuTime() time.Duration {
 	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
@@ -170,7 +170,7 @@ func (p *lockedPool) dial(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // inlineDial is the inline-unsafe design, for comparison only.
-func inlineDial(h *handle, ctx context.Context, network, address string) (net.Conn, error) {
+func inlineDial(ctx context.Context, h *handle, network, address string) (net.Conn, error) {
 	origin, err := originNS()
 	if err != nil {
 		return nil, err
@@ -190,7 +190,7 @@ func inlineDial(h *handle, ctx context.Context, network, address string) (net.Co
 		}
 	}
 	d := net.Dialer{ControlContext: func(_ context.Context, network, address string, c syscall.RawConn) error {
-		setLinger(network, address, c)
+		_ = setLinger(network, address, c)
 		leave()
 		return nil
 	}}

@@ -121,7 +121,7 @@ func checkAddress(network, address string) error {
 	}
 	host, port, err := net.SplitHostPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidAddress, err)
+		return fmt.Errorf("%w: %v", ErrInvalidAddress, err) //nolint:errorlint // callers branch on the kind; the cause is text
 	}
 	if _, err := netip.ParseAddr(host); err != nil {
 		return fmt.Errorf("%w: %q is not an IP address (no name resolution inside a pod's network namespace)", ErrInvalidAddress, host)
@@ -155,7 +155,7 @@ func openHandle(path string) (*handle, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+			return nil, fmt.Errorf("%w: %v", ErrNotFound, err) //nolint:errorlint // callers branch on the kind; the cause is text
 		}
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func newTestNS(tb testing.TB) *testNS {
 	ns := &testNS{name: "probeshim-test-" + hex.EncodeToString(b)}
 	ns.path = "/var/run/netns/" + ns.name
 	ipCmd(tb, "netns", "add", ns.name)
-	tb.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns.name).Run() })
 	ipCmd(tb, "-n", ns.name, "link", "set", "lo", "up")
 	return ns
 }
@@ -119,7 +119,7 @@ func serve(tb testing.TB, l net.Listener, greeting string) {
 				return
 			}
 			if greeting != "" {
-				c.Write([]byte(greeting + "\n"))
+				_, _ = c.Write([]byte(greeting + "\n"))
 			}
 			c.Close()
 		}
@@ -128,7 +128,7 @@ func serve(tb testing.TB, l net.Listener, greeting string) {
 
 func readGreeting(t *testing.T, c net.Conn) string {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	s, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil {
 		t.Fatalf("read greeting: %v", err)
@@ -230,7 +230,7 @@ func TestSocketOptionsAndAddressRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lg *unix.Linger
-	rc.Control(func(fd uintptr) { lg, err = unix.GetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER) })
+	_ = rc.Control(func(fd uintptr) { lg, err = unix.GetsockoptLinger(int(fd), unix.SOL_SOCKET, unix.SO_LINGER) })
 	if err != nil || lg.Onoff != 1 || lg.Linger != 1 {
 		t.Fatalf("SO_LINGER = %+v, %v; want on, 1 s", lg, err)
 	}

@@ -186,7 +186,7 @@ type podOnly struct {
 func (d podOnly) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidAddress, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidAddress, err) //nolint:errorlint // callers branch on the kind; the cause is text
 	}
 	a, err := netip.ParseAddr(host)
 	if err == nil {

@@ -57,8 +57,8 @@ func BenchmarkProbeVsHostPodIP(b *testing.B) {
 	l := listenIn(b, pod.path, "0.0.0.0:0", "")
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	httpL := listenAt(b, pod.path, "0.0.0.0:0")
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })}
-	go srv.Serve(httpL)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	go func() { _ = srv.Serve(httpL) }()
 	b.Cleanup(func() { srv.Close() })
 	httpPort := strconv.Itoa(httpL.Addr().(*net.TCPAddr).Port)
 	podIP := "10.254.254.2"
@@ -78,7 +78,7 @@ func BenchmarkProbeVsHostPodIP(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 

@@ -82,12 +82,12 @@ func (r *rig) importImage(t testing.TB) {
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	tw.WriteHeader(&tar.Header{Name: "bin/", Mode: 0o755, Typeflag: tar.TypeDir})
-	tw.WriteHeader(&tar.Header{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir})
-	tw.WriteHeader(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), Typeflag: tar.TypeReg})
-	tw.Write(bb)
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/", Mode: 0o755, Typeflag: tar.TypeDir})
+	_ = tw.WriteHeader(&tar.Header{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir})
+	_ = tw.WriteHeader(&tar.Header{Name: "bin/busybox", Mode: 0o755, Size: int64(len(bb)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(bb)
 	for _, a := range []string{"sh", "sleep", "cat", "echo", "true", "false", "seq", "ps", "httpd", "nc", "kill", "head"} {
-		tw.WriteHeader(&tar.Header{Name: "bin/" + a, Linkname: "busybox", Typeflag: tar.TypeSymlink})
+		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + a, Linkname: "busybox", Typeflag: tar.TypeSymlink})
 	}
 	tw.Close()
 
@@ -115,8 +115,8 @@ func (r *rig) importImage(t testing.TB) {
 	var archive bytes.Buffer
 	aw := tar.NewWriter(&archive)
 	file := func(name string, b []byte) {
-		aw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
-		aw.Write(b)
+		_ = aw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		_, _ = aw.Write(b)
 	}
 	file("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
 	file("index.json", idx)
@@ -177,8 +177,8 @@ func (r *rig) runPod(t testing.TB, hostNetwork bool) *testPod {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
-		r.cri.RemovePodSandbox(ctx, &criapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID})
+		_, _ = r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
+		_, _ = r.cri.RemovePodSandbox(ctx, &criapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID})
 	})
 	return p
 }

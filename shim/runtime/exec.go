@@ -237,7 +237,7 @@ func (c *Client) execTarget(ctx context.Context, containerID string) (*execTarge
 		return nil, false, fmt.Errorf("container %s has no spec", containerID)
 	}
 	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil || spec.Process == nil {
-		return nil, false, fmt.Errorf("container %s: unusable spec: %v", containerID, err)
+		return nil, false, fmt.Errorf("container %s: unusable spec: %w", containerID, err)
 	}
 	task, err := ctr.Task(nctx, nil)
 	if err != nil {
@@ -258,7 +258,9 @@ func (c *Client) forgetTarget(containerID string) {
 	c.mu.Unlock()
 }
 
-func isNotFound(err error) bool { return kindOf(err) == ErrNotFound }
+func isNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(kindOf(err), ErrNotFound)
+}
 
 func newExecID() string {
 	b := make([]byte, 16)

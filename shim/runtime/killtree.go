@@ -84,7 +84,7 @@ func descendants(root int) ([]pidRef, error) {
 			seen[k] = true
 			if r, ok := openChild(k, p.pid, depth); ok {
 				out = append(out, r)
-				queue = append(queue, parent{r.pid, r.fd})
+				queue = append(queue, parent(r))
 			}
 		}
 	}

@@ -175,9 +175,9 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dial httpd inside the pod: %v", err)
 	}
-	conn.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	_, _ = conn.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 	buf := make([]byte, 12)
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, _ := conn.Read(buf)
 	conn.Close()
 	if !strings.HasPrefix(string(buf[:n]), "HTTP/1.") {
@@ -189,7 +189,7 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	}
 
 	// After the sandbox stops, its namespace is not found.
-	r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
+	_, _ = r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
 	if _, _, _, err := r.client.PodNetwork(ctx, p.uid); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("PodNetwork of a stopped sandbox: %v, want ErrNotFound", err)
 	}
@@ -287,8 +287,8 @@ func TestRealTracker(t *testing.T) {
 	waitFor(t, "sidecar", func() bool { c, ok := tr.Container(p.uid, "side"); return ok && c.Running })
 
 	// Removing the pod removes its containers and reports the sandbox.
-	r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
-	r.cri.RemovePodSandbox(ctx, &criapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID})
+	_, _ = r.cri.StopPodSandbox(ctx, &criapi.StopPodSandboxRequest{PodSandboxId: p.sandboxID})
+	_, _ = r.cri.RemovePodSandbox(ctx, &criapi.RemovePodSandboxRequest{PodSandboxId: p.sandboxID})
 	waitFor(t, "removal", func() bool {
 		_, a := tr.Container(p.uid, "app")
 		_, s := tr.Container(p.uid, "side")

@@ -140,7 +140,7 @@ func serveFake(t *testing.T, f *fakeCRI) (sock string, stop func()) {
 	}
 	srv := grpc.NewServer()
 	criapi.RegisterRuntimeServiceServer(srv, f)
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	return sock, srv.Stop
 }
@@ -348,8 +348,8 @@ func TestCappedOutput(t *testing.T) {
 	if n, err := out.Write([]byte("0123456789")); n != 10 || err != nil {
 		t.Fatalf("Write = %d, %v: a capped writer must accept everything", n, err)
 	}
-	out.Write([]byte("more"))
-	errb.Write([]byte("err"))
+	_, _ = out.Write([]byte("more"))
+	_, _ = errb.Write([]byte("err"))
 	if got := string(out.Bytes()); got != "01234567" {
 		t.Fatalf("capped stdout = %q", got)
 	}
@@ -357,7 +357,7 @@ func TestCappedOutput(t *testing.T) {
 		t.Fatalf("joined = %q", got)
 	}
 	big := &cappedBuffer{max: MaxExecOutput}
-	big.Write(make([]byte, MaxExecOutput))
+	_, _ = big.Write(make([]byte, MaxExecOutput))
 	if got := joinOutput(big, errb); len(got) != MaxExecOutput {
 		t.Fatalf("joined output is %d bytes, want the cap %d", len(got), MaxExecOutput)
 	}
@@ -381,7 +381,7 @@ func startTree(t *testing.T) (*exec.Cmd, []int) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	sleeping := func(ds []int) bool {
 		for _, p := range ds {
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
@@ -708,7 +708,7 @@ type typeurlAny struct {
 	value []byte
 }
 
-func (a *typeurlAny) GetTypeUrl() string { return a.url }
+func (a *typeurlAny) GetTypeUrl() string { return a.url } //nolint:revive // var-naming: typeurl.Any's method name
 func (a *typeurlAny) GetValue() []byte   { return a.value }
 
 // Without containerd's event service the tracker keeps retrying, reports

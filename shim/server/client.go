@@ -93,10 +93,10 @@ func ago(now, t time.Time) string {
 	}
 }
 
-func firstLine(s string, max int) string {
+func firstLine(s string, limit int) string {
 	s, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
-	if r := []rune(s); len(r) > max {
-		s, cut = string(r[:max]), true
+	if r := []rune(s); len(r) > limit {
+		s, cut = string(r[:limit]), true
 	}
 	if cut {
 		s += "…"

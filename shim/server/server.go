@@ -129,13 +129,13 @@ func (s *Server) Start() error {
 	}
 	if o.MetricsAddress != "" && metrics != health {
 		if err := s.serveTCP("metrics", o.MetricsAddress, metrics); err != nil {
-			s.Shutdown(context.Background())
+			_ = s.Shutdown(context.Background()) // the start error is the one to report
 			return err
 		}
 	}
 	if o.StatusSocket != "" {
 		if err := s.serveStatus(o.StatusSocket); err != nil {
-			s.Shutdown(context.Background())
+			_ = s.Shutdown(context.Background()) // the start error is the one to report
 			return err
 		}
 	}
@@ -206,7 +206,7 @@ func (s *Server) serveStatus(path string) error {
 		}
 		sortProbes(st.Probes)
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(st)
+		_ = json.NewEncoder(w).Encode(st) // fails only when the client went away
 	})
 	s.serve("status", l, mux)
 	return nil

@@ -36,7 +36,7 @@ func start(t *testing.T, o Options) *Server {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	return s
 }
 
@@ -236,7 +236,7 @@ func TestWriteStatusHelpers(t *testing.T) {
 		t.Errorf("firstLine = %q", got)
 	}
 	var out bytes.Buffer
-	WriteStatus(&out, &Status{Node: "n", Time: now})
+	_ = WriteStatus(&out, &Status{Node: "n", Time: now})
 	if strings.Contains(out.String(), "NAMESPACE") {
 		t.Error("header printed without probes")
 	}

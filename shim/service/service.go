@@ -31,6 +31,7 @@ import (
 	"github.com/probeshim/probeshim/shim/recreate"
 	"github.com/probeshim/probeshim/shim/runtime"
 	"github.com/probeshim/probeshim/shim/server"
+	"github.com/probeshim/probeshim/shim/slogrus"
 	"github.com/probeshim/probeshim/systemd"
 )
 
@@ -85,7 +86,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 		prober.WithExecer(countingExecer{Execer: rt, m: m}),
 		prober.WithNetwork(network),
 		prober.WithRegisterer(reg),
-		prober.WithLogger(log),
+		prober.WithLogger(slogrus.NewLogger(log)),
 		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork))
 	if err != nil {
 		return err

@@ -111,7 +111,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop() //nolint:errcheck
+	defer env.Stop() //nolint:errcheck // the test is over: a stop that fails leaves processes that die with it
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)

@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -173,18 +173,19 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	})
 
 	var next requeue
-	res, err := r.reconcile(ctx, crrs, pod, &next)
+	err := r.reconcile(ctx, crrs, pod, &next)
 	if apierrors.IsConflict(err) {
 		// Someone (the node) wrote in between: start over from the cache.
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // SA1019: retry now, through the rate limiter; RequeueAfter would wait a fixed time
 	}
-	if err != nil || res.Requeue {
-		return res, err
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: next.after()}, nil
 }
 
-func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, next *requeue) (reconcile.Result, error) {
+//nolint:gocyclo // one pass over the pod's requests in creation order; each branch is a step of their state machine
+func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, next *requeue) error {
 	now := r.clock.Now()
 	var stale []string // versions our writes made stale, to wait for in the cache
 
@@ -196,17 +197,17 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		}
 		msg, err := r.mustComplete(ctx, crr, pod, now, next)
 		if err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		if msg == "" {
 			continue
 		}
 		rv := crr.ResourceVersion
 		if err := r.complete(ctx, crr, now, msg); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		stale = append(stale, rv)
-		log.FromContext(ctx).Info("completed ContainerRecreateRequest", "crr", crr.Name, "message", msg)
+		logf.FromContext(ctx).Info("completed ContainerRecreateRequest", "crr", crr.Name, "message", msg)
 	}
 
 	// 2. The pod's readiness: not ready while a request holds it.
@@ -219,7 +220,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 	gated := pod != nil && pod.DeletionTimestamp == nil && hasGate(pod)
 	if gated {
 		if err := r.setHolders(ctx, pod, holders, now); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 	}
 
@@ -237,7 +238,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		body := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
 			rv, v1alpha1.AnnotationCRRUnreadyAcquired, now.UTC().Format(time.RFC3339Nano))
 		if err := r.client.Patch(ctx, crr, client.RawPatch(types.MergePatchType, body)); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
 		stale = append(stale, rv)
 	}
@@ -252,7 +253,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			rv := crr.ResourceVersion
 			crr.Status.CompletionTime = &metav1.Time{Time: now}
 			if err := r.client.Status().Update(ctx, crr); err != nil {
-				return reconcile.Result{}, err
+				return err
 			}
 			stale = append(stale, rv)
 		}
@@ -260,7 +261,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			rv := crr.ResourceVersion
 			body := fmt.Appendf(nil, `{"metadata":{"labels":{%q:null}}}`, v1alpha1.LabelCRRActive)
 			if err := r.client.Patch(ctx, crr, client.RawPatch(types.MergePatchType, body)); err != nil {
-				return reconcile.Result{}, client.IgnoreNotFound(err)
+				return client.IgnoreNotFound(err)
 			}
 			stale = append(stale, rv)
 		}
@@ -272,9 +273,9 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 			}
 			uid := crr.UID
 			if err := r.client.Delete(ctx, crr, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, err
+				return err
 			}
-			log.FromContext(ctx).V(1).Info("deleted ContainerRecreateRequest after its TTL", "crr", crr.Name)
+			logf.FromContext(ctx).V(1).Info("deleted ContainerRecreateRequest after its TTL", "crr", crr.Name)
 		}
 	}
 
@@ -284,7 +285,7 @@ func (r *reconciler) reconcile(ctx context.Context, crrs []v1alpha1.ContainerRec
 		cachewait.Until(ctx, r.client, &v1alpha1.ContainerRecreateRequest{ObjectMeta: metav1.ObjectMeta{
 			Namespace: crrs[0].Namespace, Name: crrs[0].Name}}, stale...)
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // mustComplete says why the cluster completes crr now, or "" and when to look again.
@@ -429,7 +430,7 @@ func (r *reconciler) setHolders(ctx context.Context, pod *corev1.Pod, keys []str
 	if err := r.client.Status().Patch(ctx, pod, client.RawPatch(types.StrategicMergePatchType, body)); err != nil {
 		return err
 	}
-	log.FromContext(ctx).Info("set pod readiness gate", "condition", ConditionKruisePodReady, "status", status, "holders", msg)
+	logf.FromContext(ctx).Info("set pod readiness gate", "condition", ConditionKruisePodReady, "status", status, "holders", msg)
 	cachewait.Until(ctx, r.client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, rv)
 	return nil
 }

@@ -118,7 +118,7 @@ func TestNodePodProbeFollowsNode(t *testing.T) {
 	notReady := env.Node(t, false)
 	testenv.Consistently(t, 500*time.Millisecond, func() error {
 		if _, err := spec(notReady.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("NodePodProbe of a node that is not Ready: %v", err)
+			return fmt.Errorf("NodePodProbe of a node that is not Ready: %w", err)
 		}
 		return nil
 	})
@@ -133,7 +133,7 @@ func TestNodePodProbeFollowsNode(t *testing.T) {
 	}
 	testenv.Eventually(t, wait, func() error {
 		if _, err := spec(ready.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("NodePodProbe of a deleted node still there (%v)", err)
+			return fmt.Errorf("NodePodProbe of a deleted node still there (%w)", err)
 		}
 		return nil
 	})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -103,7 +103,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		} else if err != nil {
 			return reconcile.Result{}, fmt.Errorf("creating NodePodProbe %s: %w", name, err)
 		}
-		log.FromContext(ctx).Info("created NodePodProbe", "pods", len(npp.Spec.PodProbes))
+		logf.FromContext(ctx).Info("created NodePodProbe", "pods", len(npp.Spec.PodProbes))
 		cachewait.Created(ctx, r.client, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		return reconcile.Result{}, nil
 	}
@@ -116,7 +116,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil // deleted meanwhile; its delete event brings us back
 	}
 	if wrote {
-		log.FromContext(ctx).V(1).Info("updated NodePodProbe marker probes")
+		logf.FromContext(ctx).V(1).Info("updated NodePodProbe marker probes")
 	}
 	return reconcile.Result{}, err
 }
@@ -178,7 +178,7 @@ func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []l
 		// An event's note may not exceed 1 KiB.
 		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, EventReasonNodeBudgetExceeded, "PlaceProbe", "%s",
 			validation.TruncateMessage("probes not placed: "+reasons[l.load.key()], validation.MaxProbeMessageBytes))
-		log.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
+		logf.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
 			"bytes", l.load.bytes, "namespaceBytes", l.nsBytes, "share", l.share, "available", l.available)
 	}
 	return r.notify(ctx, r.left.set(node, reasons))
@@ -209,7 +209,7 @@ func (r *nodeReconciler) deleteNPP(ctx context.Context, name string) error {
 	if err := r.client.Delete(ctx, npp, client.Preconditions{UID: &npp.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting NodePodProbe %s of a deleted node: %w", name, err)
 	}
-	log.FromContext(ctx).Info("deleted NodePodProbe of a deleted node")
+	logf.FromContext(ctx).Info("deleted NodePodProbe of a deleted node")
 	return nil
 }
 

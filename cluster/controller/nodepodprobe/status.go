@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -122,7 +122,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if err := r.client.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("updating PodProbeMarker status: %w", err))
 	}
-	log.FromContext(ctx).V(1).Info("updated PodProbeMarker status", "observedGeneration", gen, "matchedPods", matched)
+	logf.FromContext(ctx).V(1).Info("updated PodProbeMarker status", "observedGeneration", gen, "matchedPods", matched)
 	return reconcile.Result{}, nil
 }
 

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -115,7 +115,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// The next reconcile of this pod must not plan from a version before these writes.
 	seen = slices.DeleteFunc(seen, func(rv string) bool { return rv == pod.ResourceVersion })
 	cachewait.Until(ctx, r.client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}, seen...)
-	log.FromContext(ctx).V(1).Info("updated pod probe marks", "labels", len(ch.labels),
+	logf.FromContext(ctx).V(1).Info("updated pod probe marks", "labels", len(ch.labels),
 		"annotations", len(ch.annotations), "conditions", len(ch.setConditions)+len(ch.removeConditions))
 	return reconcile.Result{}, nil
 }
@@ -284,9 +284,7 @@ func podViews(npp *v1alpha1.NodePodProbe) map[string]*podView {
 	}
 	for _, ps := range npp.Status.PodProbeStatuses {
 		v := view(ps.UID, ps.Namespace, ps.Name)
-		for _, s := range ps.ProbeStates {
-			v.states = append(v.states, s)
-		}
+		v.states = append(v.states, ps.ProbeStates...)
 		slices.SortFunc(v.states, func(a, b v1alpha1.ContainerProbeState) int { return cmp.Compare(a.Name, b.Name) })
 	}
 	return views

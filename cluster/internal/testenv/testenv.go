@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -63,9 +63,9 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 		return nil, "envtest needs " + err.Error(), nil
 	}
 	if os.Getenv("PROBESHIM_TEST_LOG") != "" {
-		log.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1}))
+		logf.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 1}))
 	} else {
-		log.SetLogger(logr.Discard())
+		logf.SetLogger(logr.Discard())
 	}
 	scheme := kruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -132,7 +132,10 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 func (e *Env) Stop() {
 	e.cancel()
 	select {
-	case <-e.done:
+	case err := <-e.done:
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: the manager stopped with:", err)
+		}
 	case <-time.After(10 * time.Second):
 	}
 	_ = e.env.Stop()

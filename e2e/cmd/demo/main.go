@@ -32,7 +32,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/cluster"
@@ -67,7 +67,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "demo: the rig needs root")
 		os.Exit(1)
 	}
-	ctrllog.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
+	logf.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -458,7 +458,7 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 	err = framework.WaitFor(ctx, time.Minute, "node service ready (/readyz)", func(ctx context.Context) (bool, string, error) {
 		select {
 		case err := <-exited:
-			return false, "", fmt.Errorf("the node service exited (%v); see %s", err, nodeServiceLog(r.Dir()))
+			return false, "", fmt.Errorf("the node service exited (%w); see %s", err, nodeServiceLog(r.Dir()))
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+healthAddr+"/readyz", nil)

@@ -129,7 +129,7 @@ func loop(path string, d time.Duration) error {
 	}
 	fmt.Printf("calls=%d failures=%d slowest=%s\n", calls, failures, slowest.Round(time.Millisecond))
 	if failures > 0 {
-		return fmt.Errorf("%d of %d calls failed, the first with: %v", failures, calls, first)
+		return fmt.Errorf("%d of %d calls failed, the first with: %w", failures, calls, first)
 	}
 	return nil
 }

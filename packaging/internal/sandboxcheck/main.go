@@ -204,7 +204,7 @@ func firewalled(addr string) error {
 	}
 	var ne net.Error
 	if !errors.Is(err, syscall.EPERM) && !(errors.As(err, &ne) && ne.Timeout()) {
-		return fmt.Errorf("dial %s: %v, want EPERM or a timeout from IPAddressDeny=", addr, err)
+		return fmt.Errorf("dial %s: %w, want EPERM or a timeout from IPAddressDeny=", addr, err)
 	}
 	return nil
 }
