@@ -17,9 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/clocktest"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 )
@@ -95,23 +95,11 @@ func (m *writeCounter) count() int {
 	return len(m.errs)
 }
 
-// waitClock reports every After the writer calls, once the timer is set.
-type waitClock struct {
-	*testingclock.FakeClock
-	waits chan time.Duration
-}
-
-func (c waitClock) After(d time.Duration) <-chan time.Time {
-	ch := c.FakeClock.After(d)
-	c.waits <- d
-	return ch
-}
-
 type writerHarness struct {
 	t       *testing.T
 	c       *Controller
 	api     *fakeAPI
-	clock   waitClock
+	clock   *clocktest.Clock
 	engine  *fakeEngine
 	events  *record.FakeRecorder
 	metrics *writeCounter
@@ -135,7 +123,7 @@ func newWriter(t *testing.T) *writerHarness {
 	if testing.Verbose() {
 		log.SetOutput(testLog{t})
 	}
-	h := &writerHarness{t: t, api: api, clock: waitClock{testingclock.NewFakeClock(wt0), make(chan time.Duration, 100)}, engine: &fakeEngine{},
+	h := &writerHarness{t: t, api: api, clock: clocktest.New(wt0), engine: &fakeEngine{},
 		events: record.NewFakeRecorder(100), metrics: &writeCounter{}}
 	h.c = New(Config{Node: "node-a", Client: cl.Kruise, Engine: h.engine, Events: h.events, Metrics: h.metrics,
 		Log: log, Clock: h.clock, WriteInterval: time.Second, RefreshInterval: time.Minute})
@@ -168,16 +156,7 @@ func (h *writerHarness) exists() bool {
 }
 
 // wait returns how long the writer waits next (on the interval or a backoff).
-func (h *writerHarness) wait() time.Duration {
-	h.t.Helper()
-	select {
-	case d := <-h.clock.waits:
-		return d
-	case <-time.After(5 * time.Second):
-		h.t.Fatal("the writer does not wait")
-		return 0
-	}
-}
+func (h *writerHarness) wait() time.Duration { h.t.Helper(); return h.clock.Wait(h.t) }
 
 // next returns the next request the API server received.
 func (h *writerHarness) next() patch {
