@@ -127,15 +127,11 @@ func startEnv(assets string) (func(), error) {
 		}
 	}
 
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{"../../apis/crds"},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			LocalServingHost:   "127.0.0.1",
-			MutatingWebhooks:   mutating,
-			ValidatingWebhooks: validating,
-		},
+	env := kubebin.Environment(assets, kubebin.CRDs())
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		LocalServingHost:   "127.0.0.1",
+		MutatingWebhooks:   mutating,
+		ValidatingWebhooks: validating,
 	}
 	cfg, err := env.Start()
 	if err != nil {

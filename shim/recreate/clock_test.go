@@ -157,7 +157,7 @@ func newClockHarness(t *testing.T, containers []string, mut func(*v1alpha1.Conta
 	crr := &v1alpha1.ContainerRecreateRequest{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "req", UID: types.UID("uid-req"), ResourceVersion: "1",
 			CreationTimestamp: metav1.NewTime(ct0.Add(-time.Minute)),
-			Labels: map[string]string{v1alpha1.LabelCRRPodUID: uid, v1alpha1.LabelCRRNodeName: "node-a", v1alpha1.LabelCRRActive: "true"}},
+			Labels:            map[string]string{v1alpha1.LabelCRRPodUID: uid, v1alpha1.LabelCRRNodeName: "node-a", v1alpha1.LabelCRRActive: "true"}},
 		Spec: v1alpha1.ContainerRecreateRequestSpec{PodName: "web",
 			Strategy: &v1alpha1.ContainerRecreateRequestStrategy{FailurePolicy: v1alpha1.ContainerRecreateRequestFailurePolicyFail}},
 	}

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/kubebin"
@@ -53,9 +52,7 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 			envOnce.skip = err.Error()
 			return
 		}
-		env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDDirectoryPaths: []string{"../../apis/crds"}, ErrorIfCRDPathMissing: true}
-		// Also inside a netns without a default route.
-		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none")
+		env := kubebin.Environment(dir, kubebin.CRDs())
 		if _, err := env.Start(); err != nil {
 			envOnce.skip = err.Error()
 			return

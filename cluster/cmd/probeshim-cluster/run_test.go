@@ -33,7 +33,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -105,7 +104,7 @@ func TestRun(t *testing.T) {
 		t.Skip("integration test skipped: " + err.Error())
 	}
 	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{"../../../apis/crds"}, ErrorIfCRDPathMissing: true}
+	env := kubebin.Environment(assets, kubebin.CRDs())
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
