@@ -298,20 +298,3 @@ func grant(t *testing.T, ns, user string, rules ...rbacv1.PolicyRule) {
 		t.Fatal(err)
 	}
 }
-
-// eventually retries f until it returns nil or the timeout passes (RBAC and admission policies
-// take effect through informers, a moment after they are written).
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -39,6 +39,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/certs"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const namespace = "probeshim-system"
@@ -313,24 +314,17 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 	}
 }
 
+// waitFor is poll.Eventually that gives up at once when Run returned.
 func waitFor(t *testing.T, timeout time.Duration, done <-chan error, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
+	poll.Eventually(t, timeout, func() error {
 		select {
 		case rerr := <-done:
-			t.Fatalf("run stopped: %v (waiting for: %v)", rerr, err)
+			t.Fatalf("run stopped: %v", rerr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return f()
+	})
 }
 
 func TestOptions(t *testing.T) {
