@@ -106,9 +106,15 @@ type clockNode struct {
 	// stopErrs are the answers of the next stops (nil once used up).
 	stopErrs []error
 	stops    chan string // "id grace"
+	missing  bool        // the runtime knows no container
 }
 
 func (n *clockNode) Container(_, name string) (prober.ContainerStatus, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.missing {
+		return prober.ContainerStatus{}, false
+	}
 	return prober.ContainerStatus{ID: name + "1", Running: true, StartedAt: ct0.Add(-time.Hour)}, true
 }
 
@@ -177,7 +183,7 @@ func newClockHarness(t *testing.T, containers []string, mut func(*v1alpha1.Conta
 	api := &crrAPI{t: t, crr: crr.DeepCopy(), rv: 1, fail: map[string]int{}}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	cl, err := kube.NewForConfig(&rest.Config{Host: srv.URL}, kube.Options{})
+	cl, err := kube.NewForConfig(&rest.Config{Host: srv.URL}, kube.Options{QPS: 1000, Burst: 1000}) // no client-side throttle: it waits on the real clock
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,4 +377,36 @@ func TestExecutorKillRecordRetriesOnTheClock(t *testing.T) {
 	if s := stateOf(h.api.current(), "b"); !s.IsKilled {
 		t.Error("stopped without isKilled recorded")
 	}
+}
+
+// A container neither the runtime nor the pod status knows is waited for, notFoundTimeout (1 min)
+// on the clock, and the worker comes back when that ends; then it is Failed and nothing stopped.
+func TestExecutorContainerNotFoundOnTheClock(t *testing.T) {
+	h := newClockHarness(t, []string{"b"}, nil)
+	h.node.mu.Lock()
+	h.node.missing = true
+	h.node.mu.Unlock()
+	pod := h.e.pod("uid-web").DeepCopy()
+	pod.Status.ContainerStatuses = nil
+	if err := h.e.pods.Update(pod); err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := h.w.step(h.ctx); next != time.Minute {
+		t.Errorf("next look in %v, want the not-found timeout (1m)", next)
+	}
+	if m := h.message("b"); m != "container not found on the node" {
+		t.Errorf("message %q", m)
+	}
+	h.clock.Step(59 * time.Second)
+	if next, _ := h.w.step(h.ctx); next != time.Second {
+		t.Errorf("next look in %v, want 1s", next)
+	}
+	h.clock.Step(time.Second)
+	h.w.step(h.ctx)
+	got := h.api.current()
+	if s := stateOf(got, "b"); got.Status.Phase != v1alpha1.ContainerRecreateRequestCompleted ||
+		s.Phase != v1alpha1.ContainerRecreateRequestFailed || s.Message != "container not found on the node for 1m0s" {
+		t.Errorf("after the timeout: %s, b %+v", got.Status.Phase, s)
+	}
+	h.noStop()
 }
