@@ -5,6 +5,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // The list the deployment checks is the list it ships.
@@ -102,13 +105,12 @@ func TestPolicyCheckerMetric(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.Start(ctx) }()
 		want := len(RequiredPolicies)
-		deadline := time.Now().Add(5 * time.Second)
-		for testutil.ToFloat64(c.missing) != float64(want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("probeshim_admission_policies_missing = %v, want %d", testutil.ToFloat64(c.missing), want)
+		poll.Eventually(t, 5*time.Second, func() error {
+			if v := testutil.ToFloat64(c.missing); v != float64(want) {
+				return fmt.Errorf("probeshim_admission_policies_missing = %v, want %d", v, want)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 		cancel()
 		<-done
 		if n, err := testutil.GatherAndCount(reg, "probeshim_admission_policies_missing"); err != nil || n != 1 {

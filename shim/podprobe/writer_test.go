@@ -4,6 +4,7 @@ package podprobe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/clocktest"
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 )
@@ -132,13 +134,12 @@ func newWriter(t *testing.T) *writerHarness {
 	go func() { defer close(done); h.c.write(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	// The refresh ticker is set: the writer is in its loop, and stepping the clock reaches it.
-	deadline := time.Now().Add(5 * time.Second)
-	for !h.clock.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the writer did not start")
+	poll.Eventually(t, 5*time.Second, func() error {
+		if !h.clock.HasWaiters() {
+			return errors.New("the writer did not start")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	return h
 }
 
@@ -349,10 +350,12 @@ func TestWriterRetries(t *testing.T) {
 	if p := h.next(); p.body != want {
 		t.Errorf("body\n%s\nwant\n%s", p.body, want)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h.metrics.count() < 4 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Eventually(t, 5*time.Second, func() error {
+		if n := h.metrics.count(); n < 4 {
+			return fmt.Errorf("%d writes counted, want 4", n)
+		}
+		return nil
+	})
 	var failed int
 	h.metrics.mu.Lock()
 	for _, err := range h.metrics.errs {
@@ -374,13 +377,12 @@ func TestWriterObjectGone(t *testing.T) {
 	h.c.onObject(nodePodProbe(1, v1alpha1.NodePodProbeStatus{}, "a"))
 	h.c.apply(update("a", prober.Success, "", wt0))
 	h.next()
-	deadline := time.Now().Add(5 * time.Second)
-	for h.exists() { // the writer has taken the answer in
-		if time.Now().After(deadline) {
-			t.Fatal("a write answered 404 leaves the object taken for existing")
+	poll.Eventually(t, 5*time.Second, func() error { // the writer has taken the answer in
+		if h.exists() {
+			return errors.New("a write answered 404 leaves the object taken for existing")
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	h.c.onDelete()
 	h.c.onObject(nodePodProbe(1, v1alpha1.NodePodProbeStatus{}, "a"))
 	h.c.apply(update("a", prober.Success, "", wt0.Add(time.Minute)))

@@ -301,17 +301,13 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 	if code, body := get(other); code != http.StatusForbidden {
 		t.Errorf("scrape by a service account without probeshim-metrics-reader: %d %.200s, want 403", code, body)
 	}
-	deadline := time.Now().Add(20 * time.Second) // RBAC is seen a moment after it is written
-	for {
+	poll.Eventually(t, 20*time.Second, func() error { // RBAC is seen a moment after it is written
 		code, body := get(scraper)
 		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
+	})
 }
 
 // waitFor is poll.Eventually that gives up at once when Run returned.
