@@ -303,7 +303,10 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 	}
 	poll.Eventually(t, 20*time.Second, func() error { // RBAC is seen a moment after it is written
 		code, body := get(scraper)
-		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") {
+		// The command registers the policy check's and the decider's metrics on the registry
+		// the manager serves.
+		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") &&
+			strings.Contains(body, "\nprobeshim_decider_config_valid ") && strings.Contains(body, "\nprobeshim_decider_rate_limit_tokens ") {
 			return nil
 		}
 		return fmt.Errorf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
