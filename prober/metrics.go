@@ -18,6 +18,8 @@ const (
 	resultUnknown    = "unknown"
 )
 
+// The descriptors and bucket bounds below are immutable tables, never written after init; the
+// counts live in each Manager (its workers and pools), so two engines share no state.
 var (
 	probeTotalDesc = prometheus.NewDesc("prober_probe_total",
 		"Cumulative number of probes of a container by result.",

@@ -24,7 +24,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/internal/kubebin"
@@ -49,7 +48,7 @@ func runTests(m *testing.M) int {
 		testEnv.skip = err.Error()
 		return m.Run()
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	env := kubebin.Environment(assets)
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "starting envtest:", err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/cluster/controller/crr"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
@@ -60,6 +61,10 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	var status []podstatus.Option
 	var live []liveness.Option
 	var recreate []crr.Option
+	// Both list pods by node: one index for the manager.
+	pods := nppspec.NewPodIndex(mgr.GetFieldIndexer())
+	npp = append(npp, nodepodprobe.WithPodIndex(pods))
+	live = append(live, liveness.WithPodIndex(pods))
 	if o.workers > 0 {
 		npp = append(npp, nodepodprobe.WithWorkers(o.workers))
 		status = append(status, podstatus.WithWorkers(o.workers))

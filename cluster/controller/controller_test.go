@@ -19,6 +19,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var (
@@ -68,7 +69,7 @@ func TestGameServerLifecycle(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	ns := env.Namespace(t)
 	node := env.Node(t, true)
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 
 	const cost = "controller.kubernetes.io/pod-deletion-cost"
 	marker := &v1alpha1.PodProbeMarker{
@@ -96,7 +97,7 @@ func TestGameServerLifecycle(t *testing.T) {
 			Annotations: map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true", v1alpha1.AnnotationContainerProbeContext: probeContext}},
 		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
 	}, "10.10.0.1")
-	testenv.Eventually(t, wait, specIs(node.Name, "gs-0:game-idle#idle,main-livenessProbe"))
+	poll.Eventually(t, wait, specIs(node.Name, "gs-0:game-idle#idle,main-livenessProbe"))
 
 	// The node service reports: idle, and the liveness probe failing (the decider's business).
 	npp := &v1alpha1.NodePodProbe{}
@@ -131,7 +132,7 @@ func TestGameServerLifecycle(t *testing.T) {
 			return nil
 		}
 	}
-	testenv.Eventually(t, wait, podIs("true", "-10", "True", true))
+	poll.Eventually(t, wait, podIs("true", "-10", "True", true))
 
 	// Steady state: a lastProbeTime refresh by the node service writes nothing anywhere.
 	time.Sleep(300 * time.Millisecond)
@@ -155,16 +156,16 @@ func TestGameServerLifecycle(t *testing.T) {
 	if err := env.Client.Delete(ctx, marker); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, "gs-0:main-livenessProbe"))
-	testenv.Eventually(t, wait, podIs("", "", "", false))
+	poll.Eventually(t, wait, specIs(node.Name, "gs-0:main-livenessProbe"))
+	poll.Eventually(t, wait, podIs("", "", "", false))
 
 	// The pod goes: nothing left. The node goes: the NodePodProbe goes.
 	env.ForceDelete(t, pod)
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 	if err := env.Client.Delete(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		if _, err := spec(node.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("NodePodProbe still there: %w", err)
 		}
@@ -178,7 +179,7 @@ func TestBothMappingsUnderChurn(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	ns := env.Namespace(t)
 	node := env.Node(t, true)
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 	marker := &v1alpha1.PodProbeMarker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m"},
 		Spec: v1alpha1.PodProbeMarkerSpec{
@@ -205,16 +206,16 @@ func TestBothMappingsUnderChurn(t *testing.T) {
 		}, fmt.Sprintf("10.11.0.%d", i+1)))
 		want = append(want, name+":m#p,main-livenessProbe")
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, strings.Join(want, " ")))
+	poll.Eventually(t, wait, specIs(node.Name, strings.Join(want, " ")))
 	for _, p := range pods[:n/2] {
 		env.ForceDelete(t, p)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, strings.Join(want[n/2:], " ")))
+	poll.Eventually(t, wait, specIs(node.Name, strings.Join(want[n/2:], " ")))
 	if err := env.Client.Delete(ctx, marker); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods[n/2:] {
 		env.ForceDelete(t, p)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 }

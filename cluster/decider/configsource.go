@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,6 +37,7 @@ type configSource struct {
 	namespace string
 	recorder  events.EventRecorder
 	onChange  func(context.Context)
+	valid     prometheus.Gauge // probeshim_decider_config_valid
 
 	mu       sync.Mutex
 	loaded   bool
@@ -44,7 +46,7 @@ type configSource struct {
 	err      error
 }
 
-func newConfigSource(mgr ctrl.Manager, namespace string) (*configSource, error) {
+func newConfigSource(mgr ctrl.Manager, namespace string, valid prometheus.Gauge) (*configSource, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:            mgr.GetScheme(),
 		Mapper:            mgr.GetRESTMapper(),
@@ -57,7 +59,7 @@ func newConfigSource(mgr ctrl.Manager, namespace string) (*configSource, error) 
 		return nil, fmt.Errorf("the decider's configuration cache: %w", err)
 	}
 	return &configSource{cache: c, namespace: namespace, recorder: mgr.GetEventRecorder(ControllerName),
-		settings: DefaultSettings()}, nil
+		valid: valid, settings: DefaultSettings()}, nil
 }
 
 // current is the settings to decide with; err is set while the ConfigMap is invalid (settings
@@ -149,15 +151,15 @@ func (c *configSource) load(ctx context.Context) {
 	c.mu.Unlock()
 
 	if gone {
-		shared.configValid.Set(0)
+		c.valid.Set(0)
 		logger.Error(parseErr, "holding every liveness restart until the configuration is back")
 	} else if parseErr != nil {
-		shared.configValid.Set(0)
+		c.valid.Set(0)
 		logger.Error(parseErr, "invalid configuration: holding every liveness restart until it is fixed")
 		c.recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonConfigInvalid, "Configure",
 			"every liveness restart is held until this is fixed: %v", parseErr)
 	} else {
-		shared.configValid.Set(1)
+		c.valid.Set(1)
 		logger.Info("configuration loaded", "enabled", s.Enabled, "dryRun", s.DryRun, "qps", s.QPS, "burst", s.Burst,
 			"defaultMaxUnavailable", s.DefaultMaxUnavailable.String(), "failingShare", s.FailingShare.String())
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,6 +62,9 @@ type Options struct {
 	Workers int
 	// Clock is for tests; the real clock by default.
 	Clock clock.PassiveClock
+	// Metrics is where the decider's metrics are registered (the deployment passes
+	// controller-runtime's registry, which the manager serves); nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // SetupWithManager adds the decider to mgr. It runs on the elected leader only, and decides
@@ -84,7 +88,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := indexRequests(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return fmt.Errorf("indexing ContainerRecreateRequests by pod: %w", err)
 	}
-	cfg, err := newConfigSource(mgr, o.Namespace)
+	bucket := newBucket(DefaultSettings())
+	m := newMetrics(bucket.tokens)
+	if err := m.register(o.Metrics); err != nil {
+		return fmt.Errorf("registering the decider's metrics: %w", err)
+	}
+	cfg, err := newConfigSource(mgr, o.Namespace, m.configValid)
 	if err != nil {
 		return err
 	}
@@ -95,12 +104,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		recorder:  mgr.GetEventRecorder(ControllerName),
 		clock:     o.Clock,
 		config:    cfg,
-		bucket:    newBucket(DefaultSettings()),
+		bucket:    bucket,
+		metrics:   m,
 		reported:  map[Workload]map[types.UID]string{},
 		seen:      map[Workload]map[seenKey]sighting{},
 		breakers:  map[Workload]bool{},
 	}
-	d.metrics = newMetrics(d.bucket.tokens)
 	cfg.onChange = func(ctx context.Context) { d.resync.all(d.failingWorkloads(ctx)) }
 	if err := mgr.Add(cfg); err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // The decider against a real API server: the NodePodProbe status plays the node service, the
@@ -181,7 +182,7 @@ func (f *fixture) requests() []v1alpha1.ContainerRecreateRequest {
 func (f *fixture) waitRequests(n int) []v1alpha1.ContainerRecreateRequest {
 	f.t.Helper()
 	var got []v1alpha1.ContainerRecreateRequest
-	testenv.Eventually(f.t, 10*time.Second, func() error {
+	poll.Eventually(f.t, 10*time.Second, func() error {
 		if got = f.requests(); len(got) != n {
 			return fmt.Errorf("%d requests, want %d", len(got), n)
 		}
@@ -218,7 +219,7 @@ func (f *fixture) record(pod *corev1.Pod) Record {
 // waitEvent waits for an event on pod with reason whose note contains text.
 func (f *fixture) waitEvent(pod *corev1.Pod, reason, text string) {
 	f.t.Helper()
-	testenv.Eventually(f.t, 10*time.Second, func() error {
+	poll.Eventually(f.t, 10*time.Second, func() error {
 		var list eventsv1.EventList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
 			return err
@@ -292,7 +293,7 @@ func TestExitIsNotALivenessFailure(t *testing.T) {
 		}
 		return nil
 	}
-	testenv.Consistently(t, 2*time.Second, quiet)
+	poll.Consistently(t, 2*time.Second, quiet)
 
 	// The kubelet restarts it: a new instance, started after the state turned Failed.
 	f.setContainer(exiting, func(cs *corev1.ContainerStatus) {
@@ -300,7 +301,7 @@ func TestExitIsNotALivenessFailure(t *testing.T) {
 		cs.RestartCount++
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(since.Add(time.Second))}}
 	})
-	testenv.Consistently(t, 2*time.Second, quiet)
+	poll.Consistently(t, 2*time.Second, quiet)
 
 	// The new instance fails its probe: that is a liveness failure.
 	f.setStates(pods, v1alpha1.ProbeFailed, since.Add(2*time.Second), exiting)
@@ -332,13 +333,13 @@ func TestRestartOnceThroughARequest(t *testing.T) {
 	// record. The stale Failed state (same transition time) restarts nothing more.
 	f.complete(&crr, v1alpha1.ContainerRecreateRequestSucceeded)
 	f.waitRequests(0)
-	testenv.Eventually(t, 5*time.Second, func() error {
+	poll.Eventually(t, 5*time.Second, func() error {
 		if r := f.record(pods[2]); r.Request != "" {
 			return fmt.Errorf("record still names request %s", r.Request)
 		}
 		return nil
 	})
-	testenv.Consistently(t, 1500*time.Millisecond, func() error {
+	poll.Consistently(t, 1500*time.Millisecond, func() error {
 		if n := len(f.requests()); n != 0 {
 			return fmt.Errorf("%d new requests for the same failure", n)
 		}
@@ -400,7 +401,7 @@ func TestPodDisruptionBudgetPacesRestarts(t *testing.T) {
 			}
 		}
 		f.complete(&crr, v1alpha1.ContainerRecreateRequestSucceeded)
-		testenv.Eventually(t, 10*time.Second, func() error {
+		poll.Eventually(t, 10*time.Second, func() error {
 			for _, r := range f.requests() {
 				if r.Name == crr.Name {
 					return fmt.Errorf("finished request %s not deleted yet", r.Name)
@@ -436,7 +437,7 @@ func TestOthersRequestUsesTheBudget(t *testing.T) {
 		t.Fatalf("%d requests, want only the one made by hand", n)
 	}
 	f.complete(manual, v1alpha1.ContainerRecreateRequestSucceeded)
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		for _, r := range f.requests() {
 			if r.Spec.PodName == pods[1].Name {
 				return nil
@@ -490,7 +491,7 @@ func TestRecordedButNotCreated(t *testing.T) {
 		f.waitEvent(pods[0], EventReasonHeld, "") // what held the recorded one
 		t.Logf("the recorded restart was held, then decided anew as %s", crr.Name)
 	}
-	testenv.Consistently(t, time.Second, func() error {
+	poll.Consistently(t, time.Second, func() error {
 		if n := len(f.requests()); n != 1 {
 			return fmt.Errorf("%d requests", n)
 		}
@@ -520,7 +521,7 @@ func TestFailedRequestIsRetried(t *testing.T) {
 	first := f.waitRequests(1)[0]
 	f.complete(&first, v1alpha1.ContainerRecreateRequestFailed)
 	f.waitEvent(pods[1], EventReasonRestartFailed, first.Name)
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		for _, r := range f.requests() {
 			if r.Name == first.Name {
 				return fmt.Errorf("failed request %s still there", r.Name)
@@ -584,13 +585,13 @@ func TestRecordedRestartPassesTheChecks(t *testing.T) {
 	f.recordUnstarted(pods[0], "forged-0-liveness-recorded", since)
 	f.setStates(pods, v1alpha1.ProbeFailed, since, pods[0])
 	f.waitEvent(pods[0], EventReasonHeld, string(ReasonPodOptedOut))
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		if r := f.record(pods[0]); r.Request != "" {
 			return fmt.Errorf("record still names request %s", r.Request)
 		}
 		return nil
 	})
-	testenv.Consistently(t, 1500*time.Millisecond, func() error {
+	poll.Consistently(t, 1500*time.Millisecond, func() error {
 		if n := len(f.requests()); n != 0 {
 			return fmt.Errorf("%d requests despite the pod's switch", n)
 		}
@@ -619,7 +620,7 @@ func TestConfigMapDeletedHoldsRestarts(t *testing.T) {
 	pods := f.deployment("nocfg", 4, nil)
 	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[1])
 	f.waitEvent(pods[1], EventReasonHeld, "was deleted after it was read")
-	testenv.Consistently(t, time.Second, func() error {
+	poll.Consistently(t, time.Second, func() error {
 		if n := len(f.requests()); n != 0 {
 			return fmt.Errorf("%d requests without a configuration", n)
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -165,13 +164,8 @@ func runScale(b *testing.B, dir string) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		b.Fatal(err)
 	}
-	_, self, _, _ := runtime.Caller(0)
-	env := &envtest.Environment{
-		Scheme:                scheme,
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     []string{filepath.Join(filepath.Dir(self), "..", "..", "apis", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
+	env := kubebin.Environment(dir, kubebin.CRDs())
+	env.Scheme = scheme
 	// etcd on tmpfs when there is one (envtest already runs it without fsync), with room for
 	// 100k objects and their history.
 	etcd := &envtest.Etcd{}

@@ -33,7 +33,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
@@ -275,7 +274,7 @@ func TestManifestsApply(t *testing.T) {
 	}
 	objs := build(t, bin)
 	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{BinaryAssetsDirectory: bin}
+	env := kubebin.Environment(bin)
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -129,15 +129,11 @@ func startEnv(assets string) (func(), error) {
 		}
 	}
 
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{"../../apis/crds"},
-		ErrorIfCRDPathMissing: true,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			LocalServingHost:   "127.0.0.1",
-			MutatingWebhooks:   mutating,
-			ValidatingWebhooks: validating,
-		},
+	env := kubebin.Environment(assets, kubebin.CRDs())
+	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+		LocalServingHost:   "127.0.0.1",
+		MutatingWebhooks:   mutating,
+		ValidatingWebhooks: validating,
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -304,22 +300,5 @@ func grant(t *testing.T, ns, user string, rules ...rbacv1.PolicyRule) {
 	}
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// eventually retries f until it returns nil or the timeout passes (RBAC and admission policies
-// take effect through informers, a moment after they are written).
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

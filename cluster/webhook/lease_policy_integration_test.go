@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 func heartbeat(ns, name, holder string) *coordinationv1.Lease {
@@ -45,8 +47,8 @@ func TestNodeLeasePolicy(t *testing.T) {
 	}
 
 	// RBAC and the policy take effect a moment after they are written.
-	eventually(t, 15*time.Second, func() error { return b.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-b", "lease-b")) })
-	eventually(t, 15*time.Second, func() error {
+	poll.Eventually(t, 15*time.Second, func() error { return b.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-b", "lease-b")) })
+	poll.Eventually(t, 15*time.Second, func() error {
 		err := a.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-b2", "lease-b2"))
 		if err == nil || !strings.Contains(err.Error(), "may not write the heartbeat Lease") {
 			_ = testEnv.admin.Delete(ctx, heartbeat(nodeLeaseNamespace, "lease-b2", ""))

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // The pod admission policies of cluster/deploy/admission-policies.yaml, attacked by a tenant who
@@ -55,7 +56,7 @@ func tenant(t *testing.T, exec bool) client.Client {
 	}
 	grant(t, "games", user, rules...)
 	c := as(t, user)
-	eventually(t, 10*time.Second, func() error { // RBAC is seen a moment after it is written
+	poll.Eventually(t, 10*time.Second, func() error { // RBAC is seen a moment after it is written
 		err := c.Get(context.Background(), client.ObjectKey{Namespace: "games", Name: "no-such-pod"}, &corev1.Pod{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const ppmWebhook = `admission webhook "podprobemarkers.probeshim.io" denied the request`
@@ -246,7 +247,7 @@ func TestPodProbeMarkerExecPermission(t *testing.T) {
 	alice, bob, carol := as(t, "alice"), as(t, "bob"), as(t, "carol", "game-ops")
 
 	// RBAC bindings reach the authorizer through an informer: wait until bob's works.
-	eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		err := bob.Create(ctx, execMarker("bob-idle", "cat", "/tmp/idle"))
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -304,7 +305,7 @@ func TestPodProbeMarkerPortForwardPermission(t *testing.T) {
 		return m
 	}
 
-	eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		err := erin.Create(ctx, loopback("erin-admin"))
 		if apierrors.IsAlreadyExists(err) {
 			return nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const nppWebhook = `admission webhook "nodepodprobes.probeshim.io" denied the request`
@@ -41,7 +42,7 @@ func policyReady(t *testing.T) {
 		}
 	})
 	// The cluster deployment can create a NodePodProbe once policy, parameters and RBAC are seen.
-	eventually(t, 15*time.Second, func() error {
+	poll.Eventually(t, 15*time.Second, func() error {
 		err := clusterClient(t).Create(ctx, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: "policy-ready"}})
 		if apierrors.IsAlreadyExists(err) {
 			return nil

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // RequiredPolicies are the ValidatingAdmissionPolicies of cluster/deploy/admission-policies.yaml,
@@ -31,13 +30,6 @@ var RequiredPolicies = []string{
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies,verbs=get
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicybindings,verbs=get
-
-var policiesMissing = prometheus.NewGauge(prometheus.GaugeOpts{
-	Name: "probeshim_admission_policies_missing",
-	Help: "Admission policies (or their Deny bindings) from cluster/deploy/admission-policies.yaml that the cluster lacks; anything above 0 leaves tenants and nodes rights probeshim's security model takes away.",
-})
-
-func init() { ctrlmetrics.Registry.MustRegister(policiesMissing) }
 
 // MissingPolicies returns what of RequiredPolicies the cluster lacks, each with why: the policy,
 // or a binding of the same name that names it and denies.
@@ -73,13 +65,32 @@ func MissingPolicies(ctx context.Context, r client.Reader) ([]string, error) {
 type PolicyChecker struct {
 	Reader   client.Reader // uncached: the deployment may read these objects by name only
 	Interval time.Duration // default 5 minutes
+	missing  prometheus.Gauge
+}
+
+// NewPolicyChecker returns a PolicyChecker reading with r whose metric is registered on reg (the
+// deployment passes controller-runtime's registry, which the manager serves; nil: none).
+func NewPolicyChecker(r client.Reader, reg prometheus.Registerer) (*PolicyChecker, error) {
+	c := &PolicyChecker{Reader: r, missing: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "probeshim_admission_policies_missing",
+		Help: "Admission policies (or their Deny bindings) from cluster/deploy/admission-policies.yaml that the cluster lacks; anything above 0 leaves tenants and nodes rights probeshim's security model takes away.",
+	})}
+	if reg != nil {
+		if err := reg.Register(c.missing); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // NeedLeaderElection: every replica reports for itself.
-func (PolicyChecker) NeedLeaderElection() bool { return false }
+func (*PolicyChecker) NeedLeaderElection() bool { return false }
 
 // Start implements manager.Runnable.
-func (c PolicyChecker) Start(ctx context.Context) error {
+func (c *PolicyChecker) Start(ctx context.Context) error {
+	if c.missing == nil {
+		c.missing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "probeshim_admission_policies_missing"})
+	}
 	if c.Interval <= 0 {
 		c.Interval = 5 * time.Minute
 	}
@@ -92,11 +103,11 @@ func (c PolicyChecker) Start(ctx context.Context) error {
 		case err != nil:
 			logger.Error(err, "cannot check the admission policies probeshim's security relies on")
 		case len(missing) > 0:
-			policiesMissing.Set(float64(len(missing)))
+			c.missing.Set(float64(len(missing)))
 			logger.Error(nil, "admission policies that probeshim's security relies on are MISSING: install cluster/deploy/admission-policies.yaml; until then nodes may write each other's results and anyone who can patch pods may forge the deployment's records or change liveness commands without pods/exec",
 				"missing", strings.Join(missing, ", "))
 		default:
-			policiesMissing.Set(0)
+			c.missing.Set(0)
 		}
 		select {
 		case <-ctx.Done():

@@ -5,16 +5,22 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // The list the deployment checks is the list it ships.
@@ -79,5 +85,36 @@ func TestMissingPolicies(t *testing.T) {
 	if len(missing) != 2 || !strings.Contains(got, "ValidatingAdmissionPolicy probeshim-nodepodprobe-writers") ||
 		!strings.Contains(got, "ValidatingAdmissionPolicyBinding probeshim-pod-records (binds \"probeshim-pod-records\" with [Audit]") {
 		t.Errorf("missing = %q", got)
+	}
+}
+
+// Each checker has its own gauge on the registry it is given: two checkers, two registries, no
+// process-wide state; the gauge counts what is missing.
+func TestPolicyCheckerMetric(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		reg := prometheus.NewPedanticRegistry()
+		c, err := NewPolicyChecker(fake.NewClientBuilder().WithScheme(scheme).Build(), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Start(ctx) }()
+		want := len(RequiredPolicies)
+		poll.Eventually(t, 5*time.Second, func() error {
+			if v := testutil.ToFloat64(c.missing); v != float64(want) {
+				return fmt.Errorf("probeshim_admission_policies_missing = %v, want %d", v, want)
+			}
+			return nil
+		})
+		cancel()
+		<-done
+		if n, err := testutil.GatherAndCount(reg, "probeshim_admission_policies_missing"); err != nil || n != 1 {
+			t.Errorf("registry holds %d series of the gauge (%v), want 1", n, err)
+		}
 	}
 }

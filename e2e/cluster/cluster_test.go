@@ -797,24 +797,7 @@ func (s *suite) waitNPPProbes(t *testing.T, pod *corev1.Pod, names ...string) {
 // waitNPPState waits for the named probe of the pod to be in state in the NodePodProbe status.
 func (s *suite) waitNPPState(t *testing.T, pod *corev1.Pod, name string, state v1alpha1.ProbeState) {
 	t.Helper()
-	err := framework.WaitFor(framework.Context(t, 2*time.Minute), 30*time.Second, fmt.Sprintf("NodePodProbe status %s of %s: %s", name, pod.Name, state), func(ctx context.Context) (bool, string, error) {
-		npp, err := s.npp(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, ps := range npp.Status.PodProbeStatuses {
-			if ps.UID != string(pod.UID) {
-				continue
-			}
-			for _, st := range ps.ProbeStates {
-				if st.Name == name {
-					return st.State == state, fmt.Sprintf("%s %q", st.State, st.Message), nil
-				}
-			}
-		}
-		return false, "no status yet", nil
-	})
-	if err != nil {
+	if err := s.c.WaitForProbeState(framework.Context(t, 2*time.Minute), s.c.Rig.NodeName(), pod.UID, name, state, 30*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, s.explain(pod))
 	}
 }

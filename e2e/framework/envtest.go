@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 // NewEnvtest returns an envtest environment (etcd and kube-apiserver only,
@@ -21,16 +22,7 @@ import (
 // 127.0.0.1), so it also starts in a netns without a default route.
 // Start it with env.Start() and stop it with env.Stop().
 func NewEnvtest(crdDirs ...string) *envtest.Environment {
-	env := &envtest.Environment{
-		BinaryAssetsDirectory: EnvtestAssets(),
-		CRDDirectoryPaths:     crdDirs,
-		ErrorIfCRDPathMissing: len(crdDirs) > 0,
-	}
-	api := env.ControlPlane.GetAPIServer()
-	api.Configure().
-		Set("endpoint-reconciler-type", "none").
-		Set("advertise-address", "127.0.0.1")
-	return env
+	return kubebin.Environment(EnvtestAssets(), crdDirs...)
 }
 
 // EnvtestAssets is the folder for KUBEBUILDER_ASSETS: $KUBEBUILDER_ASSETS if

@@ -13,49 +13,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // PollInterval is how often the Wait helpers look.
-const PollInterval = 100 * time.Millisecond
+const PollInterval = poll.Interval
 
 // Condition reports whether what is awaited holds; observed describes what it
 // saw, for the timeout message. An error ends the wait at once.
-type Condition func(ctx context.Context) (done bool, observed string, err error)
+type Condition = poll.Condition
 
 // WaitFor polls cond every PollInterval until it holds, returns an error, ctx
 // ends, or timeout passes. The timeout error names what was awaited and the
-// last thing observed.
+// last thing observed. (It is poll.Until, the project's one poll.)
 func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condition) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	start := time.Now()
-	tick := time.NewTicker(PollInterval)
-	defer tick.Stop()
-	var observed string
-	for {
-		done, obs, err := cond(ctx)
-		if obs != "" {
-			observed = obs
-		}
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("timed out after %s waiting for %s; last seen: %s", time.Since(start).Round(time.Millisecond), what, orNothing(observed))
-		case <-tick.C:
-		}
-	}
-}
-
-func orNothing(s string) string {
-	if s == "" {
-		return "(nothing)"
-	}
-	return s
+	return poll.Until(ctx, timeout, what, cond)
 }
 
 // WaitForPod waits until cond holds for the pod and returns the pod as last

@@ -40,3 +40,21 @@ func TestDir(t *testing.T) {
 		t.Fatalf("Dir with %s set: %v, want an error naming make integration", UnitOnlyEnv, err)
 	}
 }
+
+// The one envtest set-up: the project's CRDs found from anywhere, and an API server that starts
+// without a routable address.
+func TestEnvironment(t *testing.T) {
+	env := Environment("/bin-dir", CRDs())
+	if _, err := os.Stat(filepath.Join(CRDs(), "apps.kruise.io_nodepodprobes.yaml")); err != nil {
+		t.Errorf("CRDs() = %s: %v", CRDs(), err)
+	}
+	if env.BinaryAssetsDirectory != "/bin-dir" || !env.ErrorIfCRDPathMissing {
+		t.Errorf("environment %+v", env)
+	}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	for name, want := range map[string]string{"advertise-address": "127.0.0.1", "endpoint-reconciler-type": "none"} {
+		if got := args.Get(name).Get(nil); len(got) != 1 || got[0] != want {
+			t.Errorf("--%s = %v, want %s", name, got, want)
+		}
+	}
+}

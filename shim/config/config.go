@@ -114,12 +114,17 @@ type CRIProxy struct {
 	Socket string `json:"socket,omitempty"`
 }
 
-// Detection hooks, replaced in tests.
-var (
-	hostname      = os.Hostname
-	defaultSocket = runtime.DefaultSocket
-	fileExists    = func(p string) bool { _, err := os.Stat(p); return err == nil }
-)
+// host is what Complete detects on the machine; tests pass a fake one.
+type host struct {
+	hostname      func() (string, error)
+	defaultSocket func() string
+	fileExists    func(string) bool
+}
+
+func realHost() host {
+	return host{hostname: os.Hostname, defaultSocket: runtime.DefaultSocket,
+		fileExists: func(p string) bool { _, err := os.Stat(p); return err == nil }}
+}
 
 // flagSpec ties a command-line flag to a field.
 type flagSpec struct {
@@ -148,7 +153,9 @@ var flagSpecs = []flagSpec{
 // (--config, default DefaultFile; a missing default file is fine, a missing
 // named one is not), lets set flags override the file, fills in defaults and
 // validates. Errors name the file, field or flag at fault.
-func Load(fs *flag.FlagSet, args []string) (*Config, error) {
+func Load(fs *flag.FlagSet, args []string) (*Config, error) { return load(fs, args, realHost()) }
+
+func load(fs *flag.FlagSet, args []string, h host) (*Config, error) {
 	var fromFlags Config
 	file := fs.String("config", DefaultFile, "configuration file")
 	for _, s := range flagSpecs {
@@ -196,7 +203,7 @@ func Load(fs *flag.FlagSet, args []string) (*Config, error) {
 			}
 		}
 	})
-	if err := cfg.Complete(); err != nil {
+	if err := cfg.complete(h); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -243,18 +250,20 @@ func fileFields() []string {
 
 // Complete fills every field left empty with its default, detecting the
 // node name, the kubeconfig and the containerd socket.
-func (c *Config) Complete() error {
+func (c *Config) Complete() error { return c.complete(realHost()) }
+
+func (c *Config) complete(h host) error {
 	if c.NodeName == "" {
-		h, err := hostname()
+		name, err := h.hostname()
 		if err != nil {
 			return fmt.Errorf("nodeName not set and the host name is unknown: %w", err)
 		}
 		// The kubelet lowercases the host name for the node's name too.
-		c.NodeName = strings.ToLower(strings.TrimSpace(h))
+		c.NodeName = strings.ToLower(strings.TrimSpace(name))
 	}
 	if c.Kubeconfig == "" {
 		c.Kubeconfig = DedicatedKubeconfig
-		if fileExists(KubeletKubeconfig) {
+		if h.fileExists(KubeletKubeconfig) {
 			c.Kubeconfig = KubeletKubeconfig
 		}
 	}
@@ -265,7 +274,7 @@ func (c *Config) Complete() error {
 		c.KubeAPIBurst = DefaultKubeAPIBurst
 	}
 	if c.ContainerdSocket == defaultContainerdSocket {
-		c.ContainerdSocket = defaultSocket()
+		c.ContainerdSocket = h.defaultSocket()
 	}
 	if c.CRISocket == "" {
 		c.CRISocket = c.ContainerdSocket

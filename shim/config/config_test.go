@@ -14,20 +14,19 @@ import (
 
 // detect fakes the host: its name, whether the kubelet's kubeconfig exists,
 // and containerd's socket.
-func detect(t *testing.T, host string, kubeletConf bool) {
-	t.Helper()
-	oh, of, osock := hostname, fileExists, defaultSocket
-	t.Cleanup(func() { hostname, fileExists, defaultSocket = oh, of, osock })
-	hostname = func() (string, error) { return host, nil }
-	fileExists = func(p string) bool { return kubeletConf && p == KubeletKubeconfig }
-	defaultSocket = func() string { return "/run/containerd/containerd.sock" }
+func detect(name string, kubeletConf bool) host {
+	return host{
+		hostname:      func() (string, error) { return name, nil },
+		fileExists:    func(p string) bool { return kubeletConf && p == KubeletKubeconfig },
+		defaultSocket: func() string { return "/run/containerd/containerd.sock" },
+	}
 }
 
-func load(t *testing.T, args ...string) (*Config, error) {
+func loadOn(t *testing.T, h host, args ...string) (*Config, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("probeshim", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return Load(fs, args)
+	return load(fs, args, h)
 }
 
 func writeFile(t *testing.T, content string) string {
@@ -40,12 +39,12 @@ func writeFile(t *testing.T, content string) string {
 }
 
 func TestDefaults(t *testing.T) {
-	detect(t, "Worker-1.Example.COM", false)
-	_, err := load(t, "--config", filepath.Join(t.TempDir(), "none.yaml"))
+	h := detect("Worker-1.Example.COM", false)
+	c, err := loadOn(t, h, "--config", filepath.Join(t.TempDir(), "none.yaml"))
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing --config file must be an error, got %v", err)
 	}
-	c, err := load(t, "--config="+writeFile(t, ""))
+	c, err = loadOn(t, h, "--config="+writeFile(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,25 +60,25 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults = %+v\nwant       %+v", *c, want)
 	}
 
-	detect(t, "node-a", true)
-	c, err = load(t, "--config="+writeFile(t, "{}"))
+	h = detect("node-a", true)
+	c, err = loadOn(t, h, "--config="+writeFile(t, "{}"))
 	if err != nil || c.Kubeconfig != KubeletKubeconfig {
 		t.Fatalf("with the kubelet's kubeconfig present: %+v, %v", c, err)
 	}
 }
 
 func TestMissingDefaultFileIsFine(t *testing.T) {
-	detect(t, "node-a", false)
+	h := detect("node-a", false)
 	if _, err := os.Stat(DefaultFile); err == nil {
 		t.Skip(DefaultFile + " exists on this machine")
 	}
-	if c, err := load(t); err != nil || c.NodeName != "node-a" {
+	if c, err := loadOn(t, h); err != nil || c.NodeName != "node-a" {
 		t.Fatalf("%+v, %v", c, err)
 	}
 }
 
 func TestFileAndFlags(t *testing.T) {
-	detect(t, "ignored", false)
+	h := detect("ignored", false)
 	path := writeFile(t, `
 nodeName: from-file
 kubeconfig: /etc/probeshim/kubeconfig
@@ -91,7 +90,7 @@ metricsAddress: "[::1]:9001"
 statusSocket: /run/ps/status.sock
 logLevel: debug
 `)
-	c, err := load(t, "--config", path)
+	c, err := loadOn(t, h, "--config", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ logLevel: debug
 	}
 
 	// Flags override the file; fields no flag names keep the file's value.
-	c, err = load(t, "--config", path, "--node-name=from-flag", "--kube-api-qps=2.5", "--log-level", "warn", "--cri-socket", "/run/cri.sock")
+	c, err = loadOn(t, h, "--config", path, "--node-name=from-flag", "--kube-api-qps=2.5", "--log-level", "warn", "--cri-socket", "/run/cri.sock")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,21 +111,21 @@ logLevel: debug
 }
 
 func TestCRIProxy(t *testing.T) {
-	detect(t, "node-a", false)
+	h := detect("node-a", false)
 	path := writeFile(t, "criProxy:\n  enabled: true\n  socket: /run/p/cri.sock\n")
-	c, err := load(t, "--config", path)
+	c, err := loadOn(t, h, "--config", path)
 	if err != nil || !c.CRIProxy.Enabled || c.CRIProxy.Socket != "/run/p/cri.sock" {
 		t.Fatalf("from file: %+v, %v", c, err)
 	}
-	c, err = load(t, "--config", path, "--cri-proxy=false", "--cri-proxy-socket", "/run/q/cri.sock")
+	c, err = loadOn(t, h, "--config", path, "--cri-proxy=false", "--cri-proxy-socket", "/run/q/cri.sock")
 	if err != nil || c.CRIProxy.Enabled || c.CRIProxy.Socket != "/run/q/cri.sock" {
 		t.Fatalf("flags over file: %+v, %v", c, err)
 	}
-	c, err = load(t, "--config", writeFile(t, ""), "--cri-proxy")
+	c, err = loadOn(t, h, "--config", writeFile(t, ""), "--cri-proxy")
 	if err != nil || !c.CRIProxy.Enabled || c.CRIProxy.Socket != DefaultCRIProxySocket {
 		t.Fatalf("--cri-proxy alone: %+v, %v", c, err)
 	}
-	_, err = load(t, "--config", writeFile(t, "criProxy:\n  enable: true\n"))
+	_, err = loadOn(t, h, "--config", writeFile(t, "criProxy:\n  enable: true\n"))
 	if err == nil || !strings.Contains(err.Error(), `unknown field "enable"`) {
 		t.Fatalf("unknown nested field: %v", err)
 	}
@@ -136,39 +135,39 @@ func TestCRIProxy(t *testing.T) {
 		{"--cri-proxy-socket", "/var/run/containerd/containerd.sock"},
 		{"--cri-proxy", "--containerd-socket", "/run/probeshim/../probeshim/cri.sock"},
 	} {
-		_, err := load(t, append([]string{"--config", writeFile(t, "")}, args...)...)
+		_, err := loadOn(t, h, append([]string{"--config", writeFile(t, "")}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), "is the CRI proxy's own socket") {
 			t.Errorf("%v: error %v, want a refusal", args, err)
 		}
 	}
-	_, err = load(t, "--config", writeFile(t, ""), "--cri-proxy-socket", "cri.sock")
+	_, err = loadOn(t, h, "--config", writeFile(t, ""), "--cri-proxy-socket", "cri.sock")
 	if err == nil || !strings.Contains(err.Error(), `criProxy.socket: "cri.sock" must be an absolute path`) {
 		t.Fatalf("relative socket: %v", err)
 	}
 }
 
 func TestUnknownFieldNamed(t *testing.T) {
-	detect(t, "node-a", false)
-	_, err := load(t, "--config", writeFile(t, "nodeName: a\nnodeNmae: b\n"))
+	h := detect("node-a", false)
+	_, err := loadOn(t, h, "--config", writeFile(t, "nodeName: a\nnodeNmae: b\n"))
 	if err == nil || !strings.Contains(err.Error(), `unknown field "nodeNmae"`) || !strings.Contains(err.Error(), "nodeName") {
 		t.Fatalf("unknown field: %v", err)
 	}
-	_, err = load(t, "--config", writeFile(t, "healthAddress: a\nhealthAddress: b\n"))
+	_, err = loadOn(t, h, "--config", writeFile(t, "healthAddress: a\nhealthAddress: b\n"))
 	if err == nil || !strings.Contains(err.Error(), "healthAddress") {
 		t.Fatalf("repeated field: %v", err)
 	}
-	_, err = load(t, "--config", writeFile(t, "kubeAPIQPS: many\n"))
+	_, err = loadOn(t, h, "--config", writeFile(t, "kubeAPIQPS: many\n"))
 	if err == nil || !strings.Contains(err.Error(), "kubeAPIQPS") {
 		t.Fatalf("wrong type: %v", err)
 	}
-	_, err = load(t, "--config", writeFile(t, "nodeName: [\n"))
+	_, err = loadOn(t, h, "--config", writeFile(t, "nodeName: [\n"))
 	if err == nil || !strings.Contains(err.Error(), "config file") {
 		t.Fatalf("bad YAML: %v", err)
 	}
 }
 
 func TestValidation(t *testing.T) {
-	detect(t, "node-a", false)
+	h := detect("node-a", false)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -188,19 +187,19 @@ func TestValidation(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "not defined"},
 	} {
-		_, err := load(t, append([]string{"--config", writeFile(t, "")}, tc.args...)...)
+		_, err := loadOn(t, h, append([]string{"--config", writeFile(t, "")}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
 		}
 	}
 
 	// Every problem is reported at once.
-	_, err := load(t, "--config", writeFile(t, ""), "--node-name", "BAD", "--log-level", "x", "--kube-api-burst", "-1")
+	_, err := loadOn(t, h, "--config", writeFile(t, ""), "--node-name", "BAD", "--log-level", "x", "--kube-api-burst", "-1")
 	if err == nil || strings.Count(err.Error(), "\n") != 2 {
 		t.Fatalf("want three problems, got %v", err)
 	}
 	for _, ok := range []string{"127.0.0.1:0", "localhost:10268", "[::1]:10268", ":10268", "0.0.0.0:10268"} {
-		if _, err := load(t, "--config", writeFile(t, ""), "--health-address", ok); err != nil {
+		if _, err := loadOn(t, h, "--config", writeFile(t, ""), "--health-address", ok); err != nil {
 			t.Errorf("%s rejected: %v", ok, err)
 		}
 	}
@@ -208,13 +207,13 @@ func TestValidation(t *testing.T) {
 
 // The probe pools' sizes come from the file, a flag overriding it.
 func TestProbeConcurrency(t *testing.T) {
-	detect(t, "node-a", false)
+	h := detect("node-a", false)
 	f := writeFile(t, "probes:\n  maxConcurrentExecs: 4\n  maxConcurrentNetwork: 64\n")
-	c, err := load(t, "--config", f)
+	c, err := loadOn(t, h, "--config", f)
 	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64}) {
 		t.Fatalf("from the file: %+v, %v", c.Probes, err)
 	}
-	c, err = load(t, "--config", f, "--max-concurrent-network-probes", "8")
+	c, err = loadOn(t, h, "--config", f, "--max-concurrent-network-probes", "8")
 	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8}) {
 		t.Fatalf("with a flag: %+v, %v", c.Probes, err)
 	}

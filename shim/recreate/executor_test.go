@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	testpoll "github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 	shimruntime "github.com/probeshim/probeshim/shim/runtime"
@@ -53,9 +53,7 @@ func apiServer(t *testing.T) (*rest.Config, client.Client) {
 			envOnce.skip = err.Error()
 			return
 		}
-		env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDDirectoryPaths: []string{"../../apis/crds"}, ErrorIfCRDPathMissing: true}
-		// Also inside a netns without a default route.
-		env.ControlPlane.GetAPIServer().Configure().Set("advertise-address", "127.0.0.1").Set("endpoint-reconciler-type", "none")
+		env := kubebin.Environment(dir, kubebin.CRDs())
 		if _, err := env.Start(); err != nil {
 			envOnce.skip = err.Error()
 			return
@@ -285,7 +283,7 @@ func startExecutor(t *testing.T, n *fakeNode) *running {
 	}()
 	go func() { r.done <- e.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-r.done })
-	eventually(t, 10*time.Second, func() error {
+	testpoll.Eventually(t, 10*time.Second, func() error {
 		if !e.Synced() {
 			return fmt.Errorf("not synced")
 		}
@@ -299,21 +297,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-func eventually(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func summary(crr *v1alpha1.ContainerRecreateRequest) string {
@@ -331,7 +314,7 @@ func summary(crr *v1alpha1.ContainerRecreateRequest) string {
 func waitSummary(t *testing.T, c client.Client, crr *v1alpha1.ContainerRecreateRequest, want string, timeout time.Duration) *v1alpha1.ContainerRecreateRequest {
 	t.Helper()
 	cur := &v1alpha1.ContainerRecreateRequest{}
-	eventually(t, timeout, func() error {
+	testpoll.Eventually(t, timeout, func() error {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(crr), cur); err != nil {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/containerd/namespaces"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/netns"
 )
@@ -217,13 +218,12 @@ func (l *changeLog) has(c Change) bool {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	poll.Eventually(t, 5*time.Second, func() error {
+		if !cond() {
+			return errors.New("waiting for " + what)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestRealTracker(t *testing.T) {

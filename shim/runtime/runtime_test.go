@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // fakeCRI serves canned CRI answers on a unix socket; the sandbox "info"
@@ -458,16 +460,16 @@ func TestKillDescendants(t *testing.T) {
 // eventuallyGone waits for pid to exit (a zombie counts).
 func eventuallyGone(t *testing.T, pid int) {
 	t.Helper()
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	poll.Eventually(t, 3*time.Second, func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
-			return
+			return nil
 		}
 		if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return
+			return nil
 		}
-	}
-	t.Errorf("process %d still running", pid)
+		return fmt.Errorf("process %d still running", pid)
+	})
 }
 
 func TestParseStatus(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -117,7 +118,11 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
-	if err := mgr.Add(probeshimwebhook.PolicyChecker{Reader: mgr.GetAPIReader()}); err != nil {
+	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(policies); err != nil {
 		return err
 	}
 
@@ -125,7 +130,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		controller.WithHeartbeat(heartbeat.Options{Grace: o.nodeServiceGrace})); err != nil {
 		return err
 	}
-	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: o.namespace}); err != nil {
+	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: o.namespace, Metrics: ctrlmetrics.Registry}); err != nil {
 		return fmt.Errorf("setting up the liveness decider: %w", err)
 	}
 

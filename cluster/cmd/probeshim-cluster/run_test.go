@@ -33,7 +33,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -41,6 +40,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const namespace = "probeshim-system"
@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 		t.Skip("integration test skipped: " + err.Error())
 	}
 	logf.SetLogger(logr.Discard())
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: []string{"../../../apis/crds"}, ErrorIfCRDPathMissing: true}
+	env := kubebin.Environment(assets, kubebin.CRDs())
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -304,37 +304,29 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 	if code, body := get(other); code != http.StatusForbidden {
 		t.Errorf("scrape by a service account without probeshim-metrics-reader: %d %.200s, want 403", code, body)
 	}
-	deadline := time.Now().Add(20 * time.Second) // RBAC is seen a moment after it is written
-	for {
+	poll.Eventually(t, 20*time.Second, func() error { // RBAC is seen a moment after it is written
 		code, body := get(scraper)
-		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") {
-			return
+		// The command registers the policy check's and the decider's metrics on the registry
+		// the manager serves.
+		if code == http.StatusOK && strings.Contains(body, "\nprobeshim_admission_policies_missing 0\n") &&
+			strings.Contains(body, "\nprobeshim_decider_config_valid ") && strings.Contains(body, "\nprobeshim_decider_rate_limit_tokens ") {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
+	})
 }
 
+// waitFor is poll.Eventually that gives up at once when Run returned.
 func waitFor(t *testing.T, timeout time.Duration, done <-chan error, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
+	poll.Eventually(t, timeout, func() error {
 		select {
 		case rerr := <-done:
-			t.Fatalf("run stopped: %v (waiting for: %v)", rerr, err)
+			t.Fatalf("run stopped: %v", rerr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return f()
+	})
 }
 
 func TestOptions(t *testing.T) {

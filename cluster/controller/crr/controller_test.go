@@ -22,6 +22,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var (
@@ -139,7 +140,7 @@ func summary(crr *v1alpha1.ContainerRecreateRequest) string {
 		crr.Status.Message, strings.Join(cs, " "))
 }
 
-func summaryIs(crr *v1alpha1.ContainerRecreateRequest, want string) func() error {
+func summaryIs(t *testing.T, crr *v1alpha1.ContainerRecreateRequest, want string) func() error {
 	return func() error {
 		cur := &v1alpha1.ContainerRecreateRequest{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crr), cur); err != nil {
@@ -160,24 +161,24 @@ func TestPodGone(t *testing.T) {
 		ContainerRecreateStates: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 			{Name: "main", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true},
 			{Name: "side", Phase: v1alpha1.ContainerRecreateRequestRecreating, IsKilled: true}}})
-	testenv.Consistently(t, time.Second, summaryIs(deleted,
+	poll.Consistently(t, time.Second, summaryIs(t, deleted,
 		`phase=Recreating active=true done=false msg="" main=Succeeded(killed) side=Recreating(killed)`))
 
 	env.ForceDelete(t, pod)
-	testenv.Eventually(t, wait, summaryIs(deleted,
+	poll.Eventually(t, wait, summaryIs(t, deleted,
 		`phase=Completed active=false done=true msg="pod has gone" main=Succeeded(killed) side=Failed(killed)`))
 
 	// A new pod of the same name is another pod: requests for the old one end.
 	stale := newCRR(t, pod, "stale", nil)
 	runningPod(t, ns, "web", false)
-	testenv.Eventually(t, wait, summaryIs(stale,
+	poll.Eventually(t, wait, summaryIs(t, stale,
 		`phase=Completed active=false done=true msg="pod has gone" main=Failed side=Failed`))
 
 	// A request made a moment after its pod, before the controller's cache has the pod, is not
 	// taken for one whose pod has gone.
 	fresh := runningPod(t, ns, "fresh", false)
 	early := newCRR(t, fresh, "early", nil)
-	testenv.Consistently(t, time.Second, summaryIs(early, `phase= active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(t, early, `phase= active=true done=false msg="" `))
 }
 
 func TestPickupTimeout(t *testing.T) {
@@ -189,15 +190,15 @@ func TestPickupTimeout(t *testing.T) {
 
 	fakeClock.Step(pickup - time.Second)
 	poke(t, ignored)
-	testenv.Consistently(t, time.Second, summaryIs(ignored, `phase= active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(t, ignored, `phase= active=true done=false msg="" `))
 
 	fakeClock.Step(2 * time.Second)
 	poke(t, ignored)
 	want := `node node-a has not picked up the request within 30s; is the probeshim node service running there?`
-	testenv.Eventually(t, wait, summaryIs(ignored, fmt.Sprintf(`phase=Completed active=false done=true msg=%q main=Failed side=Failed`, want)))
+	poll.Eventually(t, wait, summaryIs(t, ignored, fmt.Sprintf(`phase=Completed active=false done=true msg=%q main=Failed side=Failed`, want)))
 	// A request the node has seen (Pending behind another of the same pod) waits for its turn.
 	poke(t, queued)
-	testenv.Consistently(t, time.Second, summaryIs(queued, `phase=Pending active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(t, queued, `phase=Pending active=true done=false msg="" `))
 }
 
 func TestActiveDeadline(t *testing.T) {
@@ -210,12 +211,12 @@ func TestActiveDeadline(t *testing.T) {
 			{Name: "side", Phase: v1alpha1.ContainerRecreateRequestRecreating, Message: "running preStop hook"}}})
 	fakeClock.Step(3 * time.Second)
 	poke(t, crr)
-	testenv.Consistently(t, 500*time.Millisecond, summaryIs(crr,
+	poll.Consistently(t, 500*time.Millisecond, summaryIs(t, crr,
 		`phase=Recreating active=true done=false msg="" main=Succeeded(killed) side=Recreating:running preStop hook`))
 
 	fakeClock.Step(3 * time.Second)
 	poke(t, crr)
-	testenv.Eventually(t, wait, summaryIs(crr,
+	poll.Eventually(t, wait, summaryIs(t, crr,
 		`phase=Completed active=false done=true msg="recreating has exceeded the activeDeadlineSeconds (5s)" main=Succeeded(killed) side=Failed`))
 	if got := get(t, crr).Status.CompletionTime.Time; !got.Equal(fakeClock.Now().Truncate(time.Second)) {
 		t.Errorf("completionTime %v, want the controller's now %v", got, fakeClock.Now())
@@ -234,25 +235,25 @@ func TestTTL(t *testing.T) {
 				{Name: "main", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true},
 				{Name: "side", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true}}})
 	}
-	testenv.Eventually(t, wait, summaryIs(crr, `phase=Completed active=false done=true msg="" main=Succeeded(killed) side=Succeeded(killed)`))
+	poll.Eventually(t, wait, summaryIs(t, crr, `phase=Completed active=false done=true msg="" main=Succeeded(killed) side=Succeeded(killed)`))
 
 	fakeClock.Step(9 * time.Second)
 	poke(t, crr)
-	testenv.Consistently(t, time.Second, func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(crr), crr) })
+	poll.Consistently(t, time.Second, func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(crr), crr) })
 
 	fakeClock.Step(2 * time.Second)
 	poke(t, crr)
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(crr), &v1alpha1.ContainerRecreateRequest{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %w", err)
+		return fmt.Errorf("still there: %v", err)
 	})
 	// Without a TTL a completed request stays.
 	fakeClock.Step(time.Hour)
 	poke(t, kept)
-	testenv.Consistently(t, time.Second, func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(kept), kept) })
+	poll.Consistently(t, time.Second, func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(kept), kept) })
 }
 
 func readiness(t *testing.T, pod *corev1.Pod) string {
@@ -303,18 +304,18 @@ func TestUnreadyGrace(t *testing.T) {
 	b := newCRR(t, pod, "b", unready(3))
 	plain := newCRR(t, pod, "plain", nil)
 	// Not before the node starts on it.
-	testenv.Consistently(t, time.Second, readinessIs(t, pod, "False "+other))
+	poll.Consistently(t, time.Second, readinessIs(t, pod, "False "+other))
 
 	before := fakeClock.Now()
 	setStatus(t, a, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestRecreating})
 	setStatus(t, plain, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestRecreating})
 	held := `False [{"userAgent":"ContainerRecreateRequest","key":"` + ns + `/a"},{"userAgent":"Lifecycle","key":"pre-update"}]`
-	testenv.Eventually(t, wait, readinessIs(t, pod, held))
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, readinessIs(t, pod, held))
+	poll.Eventually(t, wait, func() error {
 		v := acquired(t, a)
 		at, err := time.Parse(time.RFC3339, v)
 		if err != nil || !at.Equal(before) {
-			return fmt.Errorf("unready-acquired %q (%w), want %v", v, err, before)
+			return fmt.Errorf("unready-acquired %q (%v), want %v", v, err, before)
 		}
 		return nil
 	})
@@ -326,14 +327,14 @@ func TestUnreadyGrace(t *testing.T) {
 	setStatus(t, b, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestRecreating})
 	both := `False [{"userAgent":"ContainerRecreateRequest","key":"` + ns + `/a"},{"userAgent":"ContainerRecreateRequest","key":"` + ns +
 		`/b"},{"userAgent":"Lifecycle","key":"pre-update"}]`
-	testenv.Eventually(t, wait, readinessIs(t, pod, both))
+	poll.Eventually(t, wait, readinessIs(t, pod, both))
 	setStatus(t, a, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestCompleted, CompletionTime: &metav1.Time{Time: fakeClock.Now()}})
-	testenv.Eventually(t, wait, readinessIs(t, pod, `False [{"userAgent":"ContainerRecreateRequest","key":"`+ns+`/b"},{"userAgent":"Lifecycle","key":"pre-update"}]`))
+	poll.Eventually(t, wait, readinessIs(t, pod, `False [{"userAgent":"ContainerRecreateRequest","key":"`+ns+`/b"},{"userAgent":"Lifecycle","key":"pre-update"}]`))
 	// A deleted request lets go too (no finalizer needed: the pod is recomputed).
 	if err := env.Client.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, readinessIs(t, pod, "False "+other))
+	poll.Eventually(t, wait, readinessIs(t, pod, "False "+other))
 
 	// Idempotent: nothing more to write.
 	n := env.Writes.Len()
@@ -354,9 +355,9 @@ func TestUnreadyGrace(t *testing.T) {
 	}
 	c := newCRR(t, pod, "c", unready(0))
 	setStatus(t, c, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestRecreating})
-	testenv.Eventually(t, wait, readinessIs(t, pod, `False [{"userAgent":"ContainerRecreateRequest","key":"`+ns+`/c"}]`))
+	poll.Eventually(t, wait, readinessIs(t, pod, `False [{"userAgent":"ContainerRecreateRequest","key":"`+ns+`/c"}]`))
 	setStatus(t, c, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestCompleted, CompletionTime: &metav1.Time{Time: fakeClock.Now()}})
-	testenv.Eventually(t, wait, readinessIs(t, pod, "True "))
+	poll.Eventually(t, wait, readinessIs(t, pod, "True "))
 }
 
 // A pod without the readiness gate cannot be made not ready; the node is still told when to
@@ -366,7 +367,7 @@ func TestUnreadyWithoutGate(t *testing.T) {
 	pod := runningPod(t, ns, "web", false)
 	crr := newCRR(t, pod, "a", unready(2))
 	setStatus(t, crr, v1alpha1.ContainerRecreateRequestStatus{Phase: v1alpha1.ContainerRecreateRequestRecreating})
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		if acquired(t, crr) == "" {
 			return fmt.Errorf("not stamped")
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const (
@@ -181,7 +182,7 @@ func silentGauge(t testing.TB, node string) float64 {
 
 func waitGauge(t testing.TB, node string, want float64) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		if got := silentGauge(t, node); got != want {
 			return fmt.Errorf("probeshim_node_service_silent{node=%q} = %v, want %v", node, got, want)
 		}
@@ -295,12 +296,12 @@ func condition(p *corev1.Pod, t string) *corev1.PodCondition {
 // waitPod waits until check passes on the pod.
 func waitPod(t testing.TB, p *corev1.Pod, check func(*corev1.Pod) error) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, func() error { return check(getPod(t, p)) })
+	poll.Eventually(t, 10*time.Second, func() error { return check(getPod(t, p)) })
 }
 
 func waitEvent(t testing.TB, ns, pod, reason, text string) {
 	t.Helper()
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		var list eventsv1.EventList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
@@ -331,7 +332,7 @@ func nppState(t testing.TB, node string) (string, string) {
 func waitNPPState(t testing.TB, node, want string) string {
 	t.Helper()
 	var since string
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		var got string
 		if got, since = nppState(t, node); got != want {
 			return fmt.Errorf("NodePodProbe %s: node service %q, want %q", node, got, want)
@@ -405,7 +406,7 @@ func TestSilentNodeService(t *testing.T) {
 	}
 	// While silent, nothing more is written to the pod.
 	mark = env.Writes.Len()
-	testenv.Consistently(t, time.Second, func() error { return podWrites(mark, ns) })
+	poll.Consistently(t, time.Second, func() error { return podWrites(mark, ns) })
 
 	// A marker changing its mind while the node is silent applies at once: its marks come back.
 	m := &v1alpha1.PodProbeMarker{}
@@ -527,7 +528,7 @@ func TestDeletedNodeLosesItsLease(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: heartbeat.LeaseNamespace, Name: node.Name}, &coordinationv1.Lease{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the Lease of deleted node %s: %v", node.Name, err)
@@ -603,7 +604,7 @@ func TestDeciderHoldsOnSilentNode(t *testing.T) {
 		}
 		return list.Items
 	}
-	testenv.Eventually(t, 10*time.Second, func() error {
+	poll.Eventually(t, 10*time.Second, func() error {
 		if got := requests(); len(got) != 1 || got[0].Spec.PodName != a0.Name {
 			return fmt.Errorf("requests %v, want one for %s", got, a0.Name)
 		}
@@ -612,7 +613,7 @@ func TestDeciderHoldsOnSilentNode(t *testing.T) {
 	for _, p := range []*corev1.Pod{b0, b1} {
 		waitEvent(t, ns, p.Name, decider.EventReasonHeld, "(NodeServiceSilent): the probeshim node service on node "+silent+" is silent since")
 	}
-	testenv.Consistently(t, time.Second, func() error {
+	poll.Consistently(t, time.Second, func() error {
 		if got := requests(); len(got) != 1 {
 			return fmt.Errorf("%d requests, want only the live node's", len(got))
 		}

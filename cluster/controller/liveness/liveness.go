@@ -55,7 +55,12 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	pods    *nppspec.PodIndex
 }
+
+// WithPodIndex shares the index of pods by node with the other controllers of the manager
+// (default: the controller adds it itself).
+func WithPodIndex(idx *nppspec.PodIndex) Option { return func(o *options) { o.pods = idx } }
 
 // WithWorkers sets how many nodes are reconciled at once (default 2).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
@@ -66,7 +71,10 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if err := nppspec.IndexPodsByNode(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if o.pods == nil {
+		o.pods = nppspec.NewPodIndex(mgr.GetFieldIndexer())
+	}
+	if err := o.pods.Ensure(context.Background()); err != nil {
 		return err
 	}
 	r := &reconciler{client: mgr.GetClient(), live: mgr.GetAPIReader(),

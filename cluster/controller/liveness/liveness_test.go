@@ -20,6 +20,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var (
@@ -174,7 +175,7 @@ func TestLivenessEntriesFollowPods(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
 
 	a := run(t, livenessPod(t, ns, "a", node, httpLiveness("main", "http")))
-	testenv.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
+	poll.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
 	got := &v1alpha1.NodePodProbe{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, got); err != nil {
 		t.Fatal(err)
@@ -188,12 +189,12 @@ func TestLivenessEntriesFollowPods(t *testing.T) {
 	delete(plain.Annotations, v1alpha1.AnnotationUsingEnhancedLiveness)
 	run(t, plain)
 	b := run(t, livenessPod(t, ns, "b", node, httpLiveness("main", "http"), httpLiveness("side", "9090")))
-	testenv.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
+	poll.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
 
 	env.ForceDelete(t, a)
-	testenv.Eventually(t, wait, specIs(node, "b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
+	poll.Eventually(t, wait, specIs(node, "b:main-livenessProbe@main,side-livenessProbe@side other:m#idle@main"))
 	env.ForceDelete(t, b)
-	testenv.Eventually(t, wait, specIs(node, "other:m#idle@main"))
+	poll.Eventually(t, wait, specIs(node, "other:m#idle@main"))
 }
 
 func TestBadProbeContextIsReportedOnThePod(t *testing.T) {
@@ -207,7 +208,7 @@ func TestBadProbeContextIsReportedOnThePod(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
 	pod := livenessPod(t, ns, "a", node, httpLiveness("main", "metrics"))
 	run(t, pod)
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		var evs eventsv1.EventList
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // fullMarker is a marker of the most probes a marker may have, all on one container port.
@@ -70,7 +71,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 
 	// Another tenant's pod with an enhanced liveness probe, as the liveness mapping writes it.
 	live := env.RunningPod(t, newPod(third, "live", node.Name, nil), "10.9.0.250")
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		npp := getNPP(t, node.Name)
 		npp.Spec.PodProbes = append(npp.Spec.PodProbes, v1alpha1.PodProbe{Name: live.Name, Namespace: third, UID: string(live.UID),
@@ -99,7 +100,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 			Path: "/", Port: intstr.FromInt32(8080), HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Big", Value: strings.Repeat("v", 1<<20)}}}}}}})
 	create(t, huge)
 
-	testenv.Eventually(t, 30*time.Second, func() error {
+	poll.Eventually(t, 30*time.Second, func() error {
 		names, err := probeNames(node.Name)
 		if err != nil {
 			return err
@@ -116,7 +117,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 	})
 
 	// The event and the condition on the marker left out, none on the others.
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		var evs eventsv1.EventList
 		if err := env.Client.List(ctx, &evs, client.InNamespace(greedy)); err != nil {
 			return err
@@ -135,7 +136,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		m := &v1alpha1.PodProbeMarker{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: greedy, Name: "g3"}, m); err != nil {
 			return err
@@ -186,7 +187,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 	if err := env.Client.Delete(ctx, &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: greedy, Name: "g2"}}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		names, err := probeNames(node.Name)
 		if err != nil {
 			return err
@@ -212,7 +213,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 func TestStatusOf5000FailingProbes(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	node := env.Node(t, true)
-	testenv.Eventually(t, wait, specIs(node.Name, ""))
+	poll.Eventually(t, wait, specIs(node.Name, ""))
 	const pods, perPod = 100, 50
 	var entries []v1alpha1.PodProbe
 	for i := range pods {

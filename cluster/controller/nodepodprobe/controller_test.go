@@ -21,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var (
@@ -109,29 +110,29 @@ func create(t *testing.T, obj client.Object) {
 func TestNodePodProbeFollowsNode(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	ready := env.Node(t, true)
-	testenv.Eventually(t, wait, specIs(ready.Name, ""))
+	poll.Eventually(t, wait, specIs(ready.Name, ""))
 	npp := getNPP(t, ready.Name)
 	if len(npp.OwnerReferences) != 1 || npp.OwnerReferences[0].Kind != "Node" || npp.OwnerReferences[0].UID != ready.UID {
 		t.Fatalf("owner references = %+v, want the Node", npp.OwnerReferences)
 	}
 
 	notReady := env.Node(t, false)
-	testenv.Consistently(t, 500*time.Millisecond, func() error {
+	poll.Consistently(t, 500*time.Millisecond, func() error {
 		if _, err := spec(notReady.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("NodePodProbe of a node that is not Ready: %w", err)
 		}
 		return nil
 	})
 	env.SetNodeReady(t, notReady, true)
-	testenv.Eventually(t, wait, specIs(notReady.Name, ""))
+	poll.Eventually(t, wait, specIs(notReady.Name, ""))
 	// Going NotReady again keeps it: a flapping node must not lose its probes.
 	env.SetNodeReady(t, notReady, false)
-	testenv.Consistently(t, 300*time.Millisecond, specIs(notReady.Name, ""))
+	poll.Consistently(t, 300*time.Millisecond, specIs(notReady.Name, ""))
 
 	if err := env.Client.Delete(ctx, ready); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		if _, err := spec(ready.Name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("NodePodProbe of a deleted node still there (%w)", err)
 		}
@@ -155,8 +156,8 @@ func TestMarkerPlacesProbesOnTheRightNodes(t *testing.T) {
 	m := newMarker(ns, "game", web, http, tcpProbe("tcp", "game"))
 	create(t, m)
 
-	testenv.Eventually(t, wait, specIs(n1.Name, "a@10.1.0.1:game#http,game#tcp"))
-	testenv.Eventually(t, wait, specIs(n2.Name, "b@10.2.0.1:game#http,game#tcp"))
+	poll.Eventually(t, wait, specIs(n1.Name, "a@10.1.0.1:game#http,game#tcp"))
+	poll.Eventually(t, wait, specIs(n2.Name, "b@10.2.0.1:game#http,game#tcp"))
 	npp := getNPP(t, n1.Name)
 	pp := npp.Spec.PodProbes[0]
 	a := &corev1.Pod{}
@@ -174,7 +175,7 @@ func TestMarkerPlacesProbesOnTheRightNodes(t *testing.T) {
 	}
 
 	// Status: both probeable pods matched, this generation placed.
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
@@ -194,8 +195,8 @@ func TestMarkerPlacesProbesOnTheRightNodes(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(n1.Name, "a@10.1.0.1:game#http,game#tcp pending@10.1.0.3:game#http,game#tcp"))
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, specIs(n1.Name, "a@10.1.0.1:game#http,game#tcp pending@10.1.0.3:game#http,game#tcp"))
+	poll.Eventually(t, wait, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
@@ -214,7 +215,7 @@ func TestMarkerPlacesProbesOnTheRightNodes(t *testing.T) {
 	if err := env.Client.Update(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(n1.Name, "pending@10.1.0.3:game#http,game#tcp"))
+	poll.Eventually(t, wait, specIs(n1.Name, "pending@10.1.0.3:game#http,game#tcp"))
 }
 
 func TestProbeRemovalRemovesExactlyItsEntries(t *testing.T) {
@@ -228,7 +229,7 @@ func TestProbeRemovalRemovesExactlyItsEntries(t *testing.T) {
 	m1 := newMarker(ns, "m1", web, tcpProbe("idle", "game"))
 	create(t, m)
 	create(t, m1)
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m#busy,m#idle,m1#idle"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m#busy,m#idle,m1#idle"))
 
 	// An enhanced-liveness entry in the same spec, as the liveness mapping writes it.
 	npp := getNPP(t, node.Name)
@@ -247,8 +248,8 @@ func TestProbeRemovalRemovesExactlyItsEntries(t *testing.T) {
 	if err := env.Client.Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m#idle,m1#idle,main-livenessProbe"))
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m#idle,m1#idle,main-livenessProbe"))
+	poll.Eventually(t, wait, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}
@@ -261,11 +262,11 @@ func TestProbeRemovalRemovesExactlyItsEntries(t *testing.T) {
 	if err := env.Client.Delete(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m1#idle,main-livenessProbe"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:m1#idle,main-livenessProbe"))
 	if err := env.Client.Delete(ctx, m1); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:main-livenessProbe"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.3.0.1:main-livenessProbe"))
 }
 
 func TestTwoMarkersOnOneContainer(t *testing.T) {
@@ -276,7 +277,7 @@ func TestTwoMarkersOnOneContainer(t *testing.T) {
 	env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.4.0.1")
 	create(t, newMarker(ns, "idle", web, tcpProbe("check", "game")))
 	create(t, newMarker(ns, "ready", web, tcpProbe("check", "http")))
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.4.0.1:idle#check,ready#check"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.4.0.1:idle#check,ready#check"))
 	npp := getNPP(t, node.Name)
 	ports := map[string]int32{}
 	for _, p := range npp.Spec.PodProbes[0].Probes {
@@ -295,14 +296,14 @@ func TestPodDeletedOrRecreated(t *testing.T) {
 	a := env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.5.0.1")
 	env.RunningPod(t, newPod(ns, "b", node.Name, web), "10.5.0.2")
 	create(t, newMarker(ns, "m", web, tcpProbe("idle", "game")))
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.5.0.1:m#idle b@10.5.0.2:m#idle"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.5.0.1:m#idle b@10.5.0.2:m#idle"))
 
 	// Same name, new UID (a StatefulSet pod coming back): the old entry goes, the new one comes.
 	oldUID := a.UID
 	env.ForceDelete(t, a)
-	testenv.Eventually(t, wait, specIs(node.Name, "b@10.5.0.2:m#idle"))
+	poll.Eventually(t, wait, specIs(node.Name, "b@10.5.0.2:m#idle"))
 	a2 := env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.5.0.9")
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.5.0.9:m#idle b@10.5.0.2:m#idle"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.5.0.9:m#idle b@10.5.0.2:m#idle"))
 	for _, pp := range getNPP(t, node.Name).Spec.PodProbes {
 		if pp.UID == string(oldUID) {
 			t.Fatal("entry of the old pod UID left behind")
@@ -320,7 +321,7 @@ func TestPodDeletedOrRecreated(t *testing.T) {
 	if err := env.Client.Delete(ctx, b, client.GracePeriodSeconds(30)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.5.0.9:m#idle"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.5.0.9:m#idle"))
 	env.ForceDelete(t, b)
 }
 
@@ -332,7 +333,7 @@ func TestUnresolvablePortIsReportedOnce(t *testing.T) {
 	env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.6.0.1")
 	m := newMarker(ns, "m", web, tcpProbe("bad", "metrics"), tcpProbe("good", "game"))
 	create(t, m)
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.6.0.1:m#good"))
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.6.0.1:m#good"))
 	var notes []string
 	events := func() error {
 		var evs eventsv1.EventList
@@ -353,7 +354,7 @@ func TestUnresolvablePortIsReportedOnce(t *testing.T) {
 		}
 		return nil
 	}
-	testenv.Eventually(t, wait, events)
+	poll.Eventually(t, wait, events)
 	want := `probe "bad" not placed on pod a: tcpSocket: container "main" has no port named "metrics"`
 	if len(notes) != 1 || notes[0] != want {
 		t.Fatalf("events = %q, want one %q", notes, want)
@@ -370,7 +371,7 @@ func TestUnresolvablePortIsReportedOnce(t *testing.T) {
 	}
 	env.SetNodeReady(t, node, false)
 	env.SetNodeReady(t, node, true)
-	testenv.Consistently(t, 500*time.Millisecond, events)
+	poll.Consistently(t, 500*time.Millisecond, events)
 }
 
 func TestNoWriteWhenNothingChanged(t *testing.T) {
@@ -381,8 +382,8 @@ func TestNoWriteWhenNothingChanged(t *testing.T) {
 	env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.7.0.1")
 	m := newMarker(ns, "m", web, tcpProbe("idle", "game"))
 	create(t, m)
-	testenv.Eventually(t, wait, specIs(node.Name, "a@10.7.0.1:m#idle"))
-	testenv.Eventually(t, wait, func() error {
+	poll.Eventually(t, wait, specIs(node.Name, "a@10.7.0.1:m#idle"))
+	poll.Eventually(t, wait, func() error {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
 			return err
 		}

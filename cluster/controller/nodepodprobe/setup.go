@@ -50,8 +50,13 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	pods    *nppspec.PodIndex
 	budget  int
 }
+
+// WithPodIndex shares the index of pods by node with the other controllers of the manager
+// (default: the controller adds it itself).
+func WithPodIndex(idx *nppspec.PodIndex) Option { return func(o *options) { o.pods = idx } }
 
 // WithWorkers sets how many nodes (and markers, for their status) are reconciled at once
 // (default 2).
@@ -70,7 +75,10 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		opt(&o)
 	}
 	ctx := context.Background()
-	if err := nppspec.IndexPodsByNode(ctx, mgr.GetFieldIndexer()); err != nil {
+	if o.pods == nil {
+		o.pods = nppspec.NewPodIndex(mgr.GetFieldIndexer())
+	}
+	if err := o.pods.Ensure(ctx); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.NodePodProbe{}, markerIndex, indexNPPByMarker); err != nil {

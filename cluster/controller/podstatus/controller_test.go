@@ -16,6 +16,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var (
@@ -194,7 +195,7 @@ func (f *fixture) podWrites(mark int) (meta, status int) {
 // settle waits until the pod matches e and then a little longer, so that late writes are counted.
 func (f *fixture) settle(e expect) {
 	f.t.Helper()
-	testenv.Eventually(f.t, wait, f.is(e))
+	poll.Eventually(f.t, wait, f.is(e))
 	time.Sleep(300 * time.Millisecond)
 }
 
@@ -358,7 +359,7 @@ func TestPatchesAreRefusedForAnotherUID(t *testing.T) {
 	} else {
 		t.Logf("status patch refused: %v", err)
 	}
-	testenv.Consistently(t, 200*time.Millisecond, f.is(expect{labels: map[string]string{"stolen": ""},
+	poll.Consistently(t, 200*time.Millisecond, f.is(expect{labels: map[string]string{"stolen": ""},
 		conditions: map[string][2]string{"game.io/stolen": {"", ""}}}))
 }
 

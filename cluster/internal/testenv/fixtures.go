@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,33 +97,5 @@ func (e *Env) ForceDelete(t testing.TB, obj client.Object) {
 	t.Helper()
 	if err := e.Client.Delete(context.Background(), obj, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 		t.Fatalf("deleting %s: %v", obj.GetName(), err)
-	}
-}
-
-// Eventually calls f until it returns nil, failing t with f's last error after timeout.
-func Eventually(t testing.TB, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still after %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Consistently calls f for d, failing t at its first error.
-func Consistently(t testing.TB, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -74,18 +72,8 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, "", err
 	}
-	_, self, _, _ := runtime.Caller(0)
-	env := &envtest.Environment{
-		Scheme:                scheme,
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     []string{filepath.Join(filepath.Dir(self), "..", "..", "..", "apis", "crds")},
-		ErrorIfCRDPathMissing: true,
-	}
-	// Works without a default route too (e.g. inside the rig's network namespace), where the
-	// API server would otherwise fail to pick an address for the kubernetes Service.
-	api := env.ControlPlane.GetAPIServer().Configure()
-	api.Set("advertise-address", "127.0.0.1")
-	api.Set("endpoint-reconciler-type", "none")
+	env := kubebin.Environment(dir, kubebin.CRDs())
+	env.Scheme = scheme
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, "", fmt.Errorf("starting envtest from %s: %w", dir, err)

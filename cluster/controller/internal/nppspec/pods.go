@@ -76,26 +76,31 @@ func resolvePort(port intstr.IntOrString, container *corev1.Container) (intstr.I
 	return port, fmt.Errorf("container %q has no port named %q", container.Name, port.StrVal)
 }
 
-// PodNodeIndex is the field index of pods by spec.nodeName; register it with IndexPodsByNode.
+// PodNodeIndex is the field index of pods by spec.nodeName; register it with a PodIndex.
 const PodNodeIndex = "spec.nodeName"
 
-var indexed sync.Map // client.FieldIndexer → struct{}
+// PodIndex adds PodNodeIndex to one manager's cache once, however many controllers ask: whoever
+// sets up several controllers on one manager makes one PodIndex and hands it to each.
+type PodIndex struct {
+	indexer client.FieldIndexer
+	once    sync.Once
+	err     error
+}
 
-// IndexPodsByNode adds PodNodeIndex to the manager's cache once, however many controllers ask.
-func IndexPodsByNode(ctx context.Context, indexer client.FieldIndexer) error {
-	if _, done := indexed.LoadOrStore(indexer, struct{}{}); done {
-		return nil
-	}
-	err := indexer.IndexField(ctx, &corev1.Pod{}, PodNodeIndex, func(o client.Object) []string {
-		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
-			return []string{n}
-		}
-		return nil
+// NewPodIndex returns the PodIndex of indexer (the manager's GetFieldIndexer).
+func NewPodIndex(indexer client.FieldIndexer) *PodIndex { return &PodIndex{indexer: indexer} }
+
+// Ensure registers the index the first time it is called and returns that call's error after.
+func (p *PodIndex) Ensure(ctx context.Context) error {
+	p.once.Do(func() {
+		p.err = p.indexer.IndexField(ctx, &corev1.Pod{}, PodNodeIndex, func(o client.Object) []string {
+			if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+				return []string{n}
+			}
+			return nil
+		})
 	})
-	if err != nil {
-		indexed.Delete(indexer)
-	}
-	return err
+	return p.err
 }
 
 // PodsOnNode lists the cached pods bound to node.
