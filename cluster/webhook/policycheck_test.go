@@ -112,7 +112,9 @@ func TestPolicyCheckerMetric(t *testing.T) {
 			return nil
 		})
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the checker ended with %v", err)
+		}
 		if n, err := testutil.GatherAndCount(reg, "probeshim_admission_policies_missing"); err != nil || n != 1 {
 			t.Errorf("registry holds %d series of the gauge (%v), want 1", n, err)
 		}

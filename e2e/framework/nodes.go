@@ -80,7 +80,7 @@ func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig strin
 	}, extra...)
 	s.Start(t)
 	t.Cleanup(func() {
-		s.Resume()
+		s.Resume() //nolint:errcheck // best effort before Stop, which kills it anyway
 		s.Stop()
 	})
 	return s

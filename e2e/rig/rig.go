@@ -269,56 +269,7 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	logf := r.cfg.Logf
 	since := func() string { return time.Since(t0).Round(time.Millisecond).String() }
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		return err
-	}
-	netnsMounted := isMountPoint(netnsDir)
-	r.state = &state{
-		Name: r.cfg.Name, Dir: r.dir, NetNS: r.cfg.NetNS, Cgroup: r.cfg.Cgroup,
-		Sysctls: readSysctls(), Created: missingFixedPaths(),
-		NetNSDirMounted: !netnsMounted, CNINetwork: r.cfg.Name,
-	}
-	if err := r.saveState(); err != nil {
-		return err
-	}
-	for _, d := range []string{"logs", "pki", "etcd", "images"} {
-		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
-			return err
-		}
-	}
-	cgroupDirs := []string{daemonCgroup}
-	var extraIPs []string
-	for _, n := range r.nodes {
-		for _, d := range []string{"containerd", "kubelet", "cni/net.d", "cni/ipam", "pod-logs", "run"} {
-			if err := os.MkdirAll(n.path(d), 0o755); err != nil {
-				return err
-			}
-		}
-		cgroupDirs = append(cgroupDirs, n.podsCgroup())
-		if n.index > 0 {
-			extraIPs = append(extraIPs, n.ip)
-		}
-	}
-	cg, err := newCgroups(r.cfg.Cgroup)
-	if err != nil {
-		return err
-	}
-	r.cgroups = cg
-	if err := cg.create(cgroupDirs...); err != nil {
-		return fmt.Errorf("cgroups: %w", err)
-	}
-	if err := createNetNS(ctx, r.cfg.NetNS, extraIPs...); err != nil {
-		return err
-	}
-	r.nsHTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return DialNetNS(ctx, r.netnsPath, network, addr)
-		},
-	}}
-	if r.fwd, err = newForwarder(r.netnsPath, fmt.Sprintf("127.0.0.1:%d", APIServerPort)); err != nil {
-		return err
-	}
-	if err := r.writeConfigs(); err != nil {
+	if err := r.prepareHost(ctx); err != nil {
 		return err
 	}
 	logf("rig: certificates and configs written at %s", since())
@@ -414,6 +365,61 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	}
 	logf("rig: up in %s (KUBECONFIG=%s inside netns %s)", since(), r.AdminKubeconfig(), r.netnsPath)
 	return nil
+}
+
+// prepareHost makes the rig's folders, state file, cgroups and network
+// namespace, and writes the certificates and configs.
+func (r *Rig) prepareHost(ctx context.Context) error {
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return err
+	}
+	netnsMounted := isMountPoint(netnsDir)
+	r.state = &state{
+		Name: r.cfg.Name, Dir: r.dir, NetNS: r.cfg.NetNS, Cgroup: r.cfg.Cgroup,
+		Sysctls: readSysctls(), Created: missingFixedPaths(),
+		NetNSDirMounted: !netnsMounted, CNINetwork: r.cfg.Name,
+	}
+	if err := r.saveState(); err != nil {
+		return err
+	}
+	for _, d := range []string{"logs", "pki", "etcd", "images"} {
+		if err := os.MkdirAll(filepath.Join(r.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	cgroupDirs := []string{daemonCgroup}
+	var extraIPs []string
+	for _, n := range r.nodes {
+		for _, d := range []string{"containerd", "kubelet", "cni/net.d", "cni/ipam", "pod-logs", "run"} {
+			if err := os.MkdirAll(n.path(d), 0o755); err != nil {
+				return err
+			}
+		}
+		cgroupDirs = append(cgroupDirs, n.podsCgroup())
+		if n.index > 0 {
+			extraIPs = append(extraIPs, n.ip)
+		}
+	}
+	cg, err := newCgroups(r.cfg.Cgroup)
+	if err != nil {
+		return err
+	}
+	r.cgroups = cg
+	if err := cg.create(cgroupDirs...); err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	if err := createNetNS(ctx, r.cfg.NetNS, extraIPs...); err != nil {
+		return err
+	}
+	r.nsHTTP = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialNetNS(ctx, r.netnsPath, network, addr)
+		},
+	}}
+	if r.fwd, err = newForwarder(r.netnsPath, fmt.Sprintf("127.0.0.1:%d", APIServerPort)); err != nil {
+		return err
+	}
+	return r.writeConfigs()
 }
 
 // waitFor polls cond until it holds, the process p exits, or timeout passes;

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/cluster"
@@ -22,6 +22,6 @@ func TestMain(m *testing.M) {
 	// The scenarios wait on probes, controllers and kubelets, hardly on the CPU. -parallel on the
 	// command line wins.
 	_ = flag.Set("test.parallel", "8")
-	ctrllog.SetLogger(logr.Discard())
+	logf.SetLogger(logr.Discard())
 	framework.Main(m, framework.WithNodes(2), framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(cluster.Image()))
 }

@@ -40,11 +40,11 @@ func writeFile(t *testing.T, content string) string {
 
 func TestDefaults(t *testing.T) {
 	h := detect("Worker-1.Example.COM", false)
-	c, err := loadOn(t, h, "--config", filepath.Join(t.TempDir(), "none.yaml"))
+	_, err := loadOn(t, h, "--config", filepath.Join(t.TempDir(), "none.yaml"))
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a missing --config file must be an error, got %v", err)
 	}
-	c, err = loadOn(t, h, "--config="+writeFile(t, ""))
+	c, err := loadOn(t, h, "--config="+writeFile(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}

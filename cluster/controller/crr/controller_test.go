@@ -140,7 +140,7 @@ func summary(crr *v1alpha1.ContainerRecreateRequest) string {
 		crr.Status.Message, strings.Join(cs, " "))
 }
 
-func summaryIs(t *testing.T, crr *v1alpha1.ContainerRecreateRequest, want string) func() error {
+func summaryIs(crr *v1alpha1.ContainerRecreateRequest, want string) func() error {
 	return func() error {
 		cur := &v1alpha1.ContainerRecreateRequest{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crr), cur); err != nil {
@@ -161,24 +161,24 @@ func TestPodGone(t *testing.T) {
 		ContainerRecreateStates: []v1alpha1.ContainerRecreateRequestContainerRecreateState{
 			{Name: "main", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true},
 			{Name: "side", Phase: v1alpha1.ContainerRecreateRequestRecreating, IsKilled: true}}})
-	poll.Consistently(t, time.Second, summaryIs(t, deleted,
+	poll.Consistently(t, time.Second, summaryIs(deleted,
 		`phase=Recreating active=true done=false msg="" main=Succeeded(killed) side=Recreating(killed)`))
 
 	env.ForceDelete(t, pod)
-	poll.Eventually(t, wait, summaryIs(t, deleted,
+	poll.Eventually(t, wait, summaryIs(deleted,
 		`phase=Completed active=false done=true msg="pod has gone" main=Succeeded(killed) side=Failed(killed)`))
 
 	// A new pod of the same name is another pod: requests for the old one end.
 	stale := newCRR(t, pod, "stale", nil)
 	runningPod(t, ns, "web", false)
-	poll.Eventually(t, wait, summaryIs(t, stale,
+	poll.Eventually(t, wait, summaryIs(stale,
 		`phase=Completed active=false done=true msg="pod has gone" main=Failed side=Failed`))
 
 	// A request made a moment after its pod, before the controller's cache has the pod, is not
 	// taken for one whose pod has gone.
 	fresh := runningPod(t, ns, "fresh", false)
 	early := newCRR(t, fresh, "early", nil)
-	poll.Consistently(t, time.Second, summaryIs(t, early, `phase= active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(early, `phase= active=true done=false msg="" `))
 }
 
 func TestPickupTimeout(t *testing.T) {
@@ -190,15 +190,15 @@ func TestPickupTimeout(t *testing.T) {
 
 	fakeClock.Step(pickup - time.Second)
 	poke(t, ignored)
-	poll.Consistently(t, time.Second, summaryIs(t, ignored, `phase= active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(ignored, `phase= active=true done=false msg="" `))
 
 	fakeClock.Step(2 * time.Second)
 	poke(t, ignored)
 	want := `node node-a has not picked up the request within 30s; is the probeshim node service running there?`
-	poll.Eventually(t, wait, summaryIs(t, ignored, fmt.Sprintf(`phase=Completed active=false done=true msg=%q main=Failed side=Failed`, want)))
+	poll.Eventually(t, wait, summaryIs(ignored, fmt.Sprintf(`phase=Completed active=false done=true msg=%q main=Failed side=Failed`, want)))
 	// A request the node has seen (Pending behind another of the same pod) waits for its turn.
 	poke(t, queued)
-	poll.Consistently(t, time.Second, summaryIs(t, queued, `phase=Pending active=true done=false msg="" `))
+	poll.Consistently(t, time.Second, summaryIs(queued, `phase=Pending active=true done=false msg="" `))
 }
 
 func TestActiveDeadline(t *testing.T) {
@@ -211,12 +211,12 @@ func TestActiveDeadline(t *testing.T) {
 			{Name: "side", Phase: v1alpha1.ContainerRecreateRequestRecreating, Message: "running preStop hook"}}})
 	fakeClock.Step(3 * time.Second)
 	poke(t, crr)
-	poll.Consistently(t, 500*time.Millisecond, summaryIs(t, crr,
+	poll.Consistently(t, 500*time.Millisecond, summaryIs(crr,
 		`phase=Recreating active=true done=false msg="" main=Succeeded(killed) side=Recreating:running preStop hook`))
 
 	fakeClock.Step(3 * time.Second)
 	poke(t, crr)
-	poll.Eventually(t, wait, summaryIs(t, crr,
+	poll.Eventually(t, wait, summaryIs(crr,
 		`phase=Completed active=false done=true msg="recreating has exceeded the activeDeadlineSeconds (5s)" main=Succeeded(killed) side=Failed`))
 	if got := get(t, crr).Status.CompletionTime.Time; !got.Equal(fakeClock.Now().Truncate(time.Second)) {
 		t.Errorf("completionTime %v, want the controller's now %v", got, fakeClock.Now())
@@ -235,7 +235,7 @@ func TestTTL(t *testing.T) {
 				{Name: "main", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true},
 				{Name: "side", Phase: v1alpha1.ContainerRecreateRequestSucceeded, IsKilled: true}}})
 	}
-	poll.Eventually(t, wait, summaryIs(t, crr, `phase=Completed active=false done=true msg="" main=Succeeded(killed) side=Succeeded(killed)`))
+	poll.Eventually(t, wait, summaryIs(crr, `phase=Completed active=false done=true msg="" main=Succeeded(killed) side=Succeeded(killed)`))
 
 	fakeClock.Step(9 * time.Second)
 	poke(t, crr)
@@ -248,7 +248,7 @@ func TestTTL(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 	// Without a TTL a completed request stays.
 	fakeClock.Step(time.Hour)
@@ -315,7 +315,7 @@ func TestUnreadyGrace(t *testing.T) {
 		v := acquired(t, a)
 		at, err := time.Parse(time.RFC3339, v)
 		if err != nil || !at.Equal(before) {
-			return fmt.Errorf("unready-acquired %q (%v), want %v", v, err, before)
+			return fmt.Errorf("unready-acquired %q (%w), want %v", v, err, before)
 		}
 		return nil
 	})

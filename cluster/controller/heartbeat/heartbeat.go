@@ -44,7 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -298,7 +298,7 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 	if wasSilent == isSilent {
 		return nil
 	}
-	logger := log.FromContext(ctx)
+	logger := logf.FromContext(ctx)
 	if isSilent {
 		logger.Info("node service silent: its results count as Unknown", "since", since, "grace", r.grace)
 	} else {
@@ -336,7 +336,7 @@ func (r *reconciler) deleteLease(ctx context.Context, name string) error {
 	if err := r.client.Delete(ctx, lease, client.Preconditions{UID: &lease.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting the node service Lease of deleted node %s: %w", name, err)
 	}
-	log.FromContext(ctx).Info("deleted the node service Lease of a deleted node")
+	logf.FromContext(ctx).Info("deleted the node service Lease of a deleted node")
 	return nil
 }
 

@@ -531,7 +531,7 @@ func TestDeletedNodeLosesItsLease(t *testing.T) {
 	poll.Eventually(t, 10*time.Second, func() error {
 		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: heartbeat.LeaseNamespace, Name: node.Name}, &coordinationv1.Lease{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Lease of deleted node %s: %v", node.Name, err)
+			return fmt.Errorf("the Lease of deleted node %s: %w", node.Name, err)
 		}
 		return nil
 	})

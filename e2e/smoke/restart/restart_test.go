@@ -29,7 +29,10 @@ const helperEnv = "PROBESHIM_RIG_HELPER"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
-		os.Exit(helper(mode))
+		if err := helper(mode); err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+		}
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
@@ -38,20 +41,18 @@ func TestMain(m *testing.M) {
 // says READY on stdout and waits to be killed. Mode "up2" brings up two
 // nodes and runs a pod on the second first, so that its containerd has
 // shims, mounts and a pod netns to leave behind.
-func helper(mode string) int {
+func helper(mode string) error {
 	cfg := config()
 	if mode == "up2" {
 		cfg.Nodes = 2
 	}
 	r, err := rig.Start(context.Background(), cfg)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
+		return err
 	}
 	if mode == "up2" {
 		if err := runPodOn(r, r.Nodes()[1].Name()); err != nil {
-			fmt.Fprintln(os.Stderr, "helper:", err)
-			return 1
+			return err
 		}
 	}
 	fmt.Println("READY", r.NodeName())
