@@ -181,6 +181,10 @@ func (h *Heartbeat) set(state, reason string, err error) {
 	case state == was:
 	case state == "renewing":
 		h.cfg.Log.Info("renewing the lease")
+	case state == "unhealthy" && was == "":
+		// Start-up: the NodePodProbe is not synced yet; start-up's own
+		// status line says what it waits for.
+		h.cfg.Log.WithError(err).Info(reason)
 	default:
 		h.cfg.Log.WithError(err).Warn(reason)
 	}

@@ -54,6 +54,8 @@ func (l *lifecycle) stop() {
 		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 		if err := c.Stop(ctx); err != nil {
 			l.log.WithError(err).WithField("component", c.Name()).Warn("stop failed")
+		} else {
+			l.log.WithField("component", c.Name()).Debug("stopped")
 		}
 		cancel()
 	}
