@@ -43,6 +43,10 @@ import (
 
 const namespace = "probeshim-system"
 
+// leaseNamespace holds the node services' heartbeat leases: shim/heartbeat.DefaultNamespace (the
+// cluster part cannot import the node's packages; keep the two in step).
+const leaseNamespace = "probeshim-node-lease"
+
 func build(t *testing.T, bin string) []client.Object {
 	t.Helper()
 	return buildDir(t, bin, ".")
@@ -114,10 +118,11 @@ func TestManifests(t *testing.T) {
 	for _, o := range objs {
 		kind := fmt.Sprintf("%T", o)
 		kinds[kind]++
-		if ns := o.GetNamespace(); ns != "" && ns != namespace {
+		if ns := o.GetNamespace(); ns != "" && ns != namespace && (ns != leaseNamespace || !strings.HasPrefix(kind, "*v1.Role")) {
 			t.Errorf("%s %s in namespace %s", kind, o.GetName(), ns)
 		}
 	}
+	checkLeaseRBAC(t, objs)
 	if kinds["*v1.CustomResourceDefinition"] != 3 {
 		t.Errorf("%d CRDs, want 3 (../../apis/crds)", kinds["*v1.CustomResourceDefinition"])
 	}
@@ -294,6 +299,34 @@ func TestManifestsApply(t *testing.T) {
 		if err := c.Create(ctx, o); err != nil {
 			t.Errorf("%T %s: %v", o, o.GetName(), err)
 		}
+	}
+}
+
+// checkLeaseRBAC: the lease namespace exists and both node identities may get, create, update and
+// patch its leases, and nothing else there.
+func checkLeaseRBAC(t *testing.T, objs []client.Object) {
+	t.Helper()
+	if find[*corev1.Namespace](objs, leaseNamespace) == nil {
+		t.Errorf("no namespace %s", leaseNamespace)
+	}
+	role := find[*rbacv1.Role](objs, "probeshim-node-lease")
+	binding := find[*rbacv1.RoleBinding](objs, "probeshim-node-lease")
+	if role == nil || binding == nil || role.Namespace != leaseNamespace || binding.Namespace != leaseNamespace {
+		t.Fatalf("no Role and RoleBinding probeshim-node-lease in %s: %v, %v", leaseNamespace, role, binding)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		Verbs: []string{"get", "create", "update", "patch"}}}
+	if fmt.Sprint(role.Rules) != fmt.Sprint(want) {
+		t.Errorf("lease Role rules = %v, want %v", role.Rules, want)
+	}
+	var groups []string
+	for _, s := range binding.Subjects {
+		if s.Kind == rbacv1.GroupKind {
+			groups = append(groups, s.Name)
+		}
+	}
+	if binding.RoleRef.Name != role.Name || !slices.Equal(groups, []string{"system:nodes", "probeshim:nodes"}) {
+		t.Errorf("lease RoleBinding = %+v, want the Role bound to system:nodes and probeshim:nodes", binding)
 	}
 }
 

@@ -166,7 +166,8 @@ func startEnv(assets string) (func(), error) {
 		return stop, err
 	}
 
-	for _, ns := range []string{systemNamespace, "games"} {
+	// probeshim-node-lease: rbac-nodes.yaml's lease Role lives there.
+	for _, ns := range []string{systemNamespace, "probeshim-node-lease", "games"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return stop, err
 		}

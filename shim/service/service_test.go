@@ -61,7 +61,7 @@ func newFakeTracker() *fakeTracker {
 func (*fakeTracker) Container(string, string) (prober.ContainerStatus, bool) {
 	return prober.ContainerStatus{}, false
 }
-func (t *fakeTracker) Run(ctx context.Context)   { <-ctx.Done() }
+func (t *fakeTracker) Run(ctx context.Context) { <-ctx.Done() }
 func (t *fakeTracker) Synced() <-chan struct{} { return t.synced }
 func (t *fakeTracker) Healthy() error {
 	t.mu.Lock()
