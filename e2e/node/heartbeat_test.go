@@ -20,9 +20,14 @@ import (
 // default) home of the heartbeat leases.
 const leaseNamespace = "probeshim-node-lease"
 
-// The real node service, with the kubelet's identity the rig gives it
-// (system:node:<node>) and the RBAC of cluster/deploy, creates its lease
-// owned by its Node and renews it: renewTime advances.
+// The real node service and its lease, under both identities the rig gives
+// it, with the RBAC of cluster/deploy:
+//   - the kubelet's (system:node:<node>): Kubernetes' NodeRestriction
+//     admission refuses every lease outside kube-node-lease, whatever RBAC
+//     says; the service says so in `probeshim status` and probes and is ready
+//     all the same;
+//   - a dedicated one (probeshim:node:<node>, group probeshim:nodes): the
+//     service creates its lease and renews it, renewTime advancing.
 func TestHeartbeatLease(t *testing.T) {
 	c := framework.Get(t)
 	c.InstallCRDs(t) // also the lease namespace and the nodes' lease Role
@@ -32,13 +37,33 @@ func TestHeartbeatLease(t *testing.T) {
 	if err := leases.Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	nodeObj, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	const interval = 2 * time.Second
+	renewEvery := []string{"--heartbeat-renew-interval-seconds", fmt.Sprint(int(interval / time.Second))}
+
+	// StartNodeService has waited for /readyz: the refused lease held nothing back.
+	kubelet := c.StartNodeService(t, renewEvery...)
+	err := framework.WaitFor(ctx, 30*time.Second, "the NodeRestriction refusal in probeshim status", func(ctx context.Context) (bool, string, error) {
+		st, err := kubelet.Status(ctx)
+		if err != nil || st.Heartbeat == nil {
+			return false, fmt.Sprint(err), nil
+		}
+		hb := st.Heartbeat
+		return !hb.Renewing && strings.Contains(hb.Reason, "NodeRestriction") && strings.Contains(hb.Reason, "probeshim:node:"+node),
+			fmt.Sprintf("%+v", *hb), nil
+	})
+	if err != nil {
+		t.Fatalf("%v\nnode service log:\n%s", err, kubelet.Logs())
+	}
+	if _, err := leases.Get(ctx, node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("lease under the kubelet's identity: %v, want none", err)
+	}
+	kubelet.Stop()
+
+	dedicated, err := c.Rig.Kubeconfig("probeshim:node:"+node, "probeshim:nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	const interval = 2 * time.Second
-	svc := c.StartNodeService(t, "--heartbeat-renew-interval-seconds", fmt.Sprint(int(interval/time.Second)))
+	svc := c.StartNodeService(t, append(renewEvery, "--kubeconfig", dedicated)...)
 
 	var first *coordinationv1.Lease
 	err = framework.WaitFor(ctx, 30*time.Second, "lease "+leaseNamespace+"/"+node, func(ctx context.Context) (bool, string, error) {
@@ -58,8 +83,9 @@ func TestHeartbeatLease(t *testing.T) {
 	if d := first.Spec.LeaseDurationSeconds; d == nil || *d != 40 {
 		t.Errorf("leaseDurationSeconds = %v, want 40", d)
 	}
-	if refs := first.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != node || refs[0].UID != nodeObj.UID {
-		t.Errorf("ownerReferences = %+v, want the Node %s (%s)", refs, node, nodeObj.UID)
+	// The dedicated identity may not read Node objects: no owner, tolerated.
+	if refs := first.OwnerReferences; len(refs) != 0 {
+		t.Errorf("ownerReferences = %+v, want none (the identity cannot read its Node)", refs)
 	}
 
 	// Renewed: renewTime advances, twice, about one interval apart.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,14 +144,18 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 // Step is one renewal: skipped when the service is not healthy, else the
 // lease is renewed (created if missing).
 func (h *Heartbeat) Step(ctx context.Context) {
-	if err := h.cfg.Healthy(ctx); err != nil {
+	// One period bounds an attempt, so that a stuck check or a hung API
+	// server delays no later renewal.
+	actx, cancel := context.WithTimeout(ctx, h.cfg.RenewInterval)
+	defer cancel()
+	if err := h.cfg.Healthy(actx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
 		h.skipped.Inc()
 		h.set("unhealthy", "not renewing: the node service is not healthy: "+err.Error(), err)
 		return
 	}
-	// One period bounds an attempt, so a hung API server delays no renewal.
-	actx, cancel := context.WithTimeout(ctx, h.cfg.RenewInterval)
-	defer cancel()
 	if err := h.renew(actx); err != nil {
 		if ctx.Err() != nil {
 			return
@@ -196,6 +201,13 @@ func (h *Heartbeat) advice(err error) (string, string) {
 	switch {
 	case apierrors.IsNotFound(err):
 		return "no-namespace", fmt.Sprintf("cannot create the lease: namespace %s does not exist; apply cluster/deploy (namespace.yaml) or `kubectl create namespace %s`: %v", ns, ns, err)
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), `"kube-node-lease"`):
+		// The NodeRestriction admission plugin's refusal, which says so only
+		// in its message: a kubelet identity (system:node:<name>) may write
+		// no lease but its kubelet's own in kube-node-lease, whatever RBAC says.
+		return "node-restriction", fmt.Sprintf("cannot write the lease: the kubelet's identity (system:node:%s) may write leases only in kube-node-lease "+
+			"(the NodeRestriction admission plugin); give the node service a dedicated identity (probeshim:node:%s, group probeshim:nodes; "+
+			"see the README, \"The kubeconfig it uses\"): %v", h.cfg.Node, h.cfg.Node, err)
 	case apierrors.IsForbidden(err):
 		return "forbidden", fmt.Sprintf("cannot write the lease: forbidden; apply the Role and RoleBinding in namespace %s from cluster/deploy/rbac-nodes.yaml (groups system:nodes, probeshim:nodes): %v", ns, err)
 	case errors.Is(err, context.DeadlineExceeded):

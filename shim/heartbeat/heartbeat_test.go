@@ -188,6 +188,10 @@ func TestAPIRefusals(t *testing.T) {
 			"kubectl create namespace " + DefaultNamespace},
 		{"forbidden", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, node, errors.New("no RBAC")),
 			"rbac-nodes.yaml"},
+		// NodeRestriction's refusal for the kubelet's identity, as the API server words it.
+		{"kubelet identity", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, node,
+			errors.New(`can only access leases in the "kube-node-lease" system namespace`)),
+			"give the node service a dedicated identity (probeshim:node:node-a, group probeshim:nodes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newHarness(t, nodeObject())

@@ -18,10 +18,6 @@ import (
 type metrics struct {
 	apiWrites     *prometheus.CounterVec
 	runtimeErrors *prometheus.CounterVec
-	// nppWrite is the last NodePodProbe status write's outcome, for the
-	// heartbeat: a node whose results cannot reach the API server is not
-	// renewed.
-	nppWrite lastError
 }
 
 // lastError keeps the outcome of the last attempt of something.

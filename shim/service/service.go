@@ -19,7 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,8 +118,9 @@ type outside struct {
 	changes  *containerChanges // the tracker's callback
 	registry *prometheus.Registry
 	criProxy Component
-	// connect returns the API server clients, or nil and what it waits for.
-	connect  func() (*kube.Clients, string)
+	// connect returns the API server clients, which show each request's
+	// outcome to observe, or nil and what it waits for.
+	connect  func(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string)
 	notify   notifier
 	watchdog func(ctx context.Context, health func(context.Context) error, log logrus.FieldLogger)
 }
@@ -136,6 +139,10 @@ type service struct {
 	engine               *prober.Manager
 	server               *server.Server
 	local                []Component
+
+	// The last outcomes of this node's NodePodProbe list/watch requests and
+	// status writes, for the heartbeat.
+	nppWatch, nppWrite lastError
 
 	// The components that need the API server exist once a kubeconfig
 	// works; readiness and status read them from other goroutines.
@@ -235,7 +242,7 @@ func (s *service) run(ctx context.Context) error {
 	s.log.WithField("socket", s.out.runtime.ContainerdSocket()).Info("container runtime reachable")
 	var clients *kube.Clients
 	if !start.waitFor(ctx, s.log, func() (ok bool, reason string) {
-		clients, reason = s.out.connect()
+		clients, reason = s.out.connect(s.observeAPI)
 		return clients != nil, reason
 	}) {
 		return nil
@@ -287,7 +294,7 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 		Client:  clients.Kruise,
 		Engine:  s.engine,
 		Events:  events,
-		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.m.nppWrite},
+		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.nppWrite},
 		Log:     s.log,
 	})
 	api.executor = recreate.New(recreate.Config{
@@ -360,10 +367,32 @@ func (s *service) healthy(ctx context.Context) error {
 	if err := s.nodePodProbeSynced(ctx); err != nil {
 		return err
 	}
-	if err := s.m.nppWrite.err(); err != nil {
+	if err := s.nppWatch.err(); err != nil {
+		return fmt.Errorf("watching NodePodProbe %s: %w", s.cfg.NodeName, err)
+	}
+	if err := s.nppWrite.err(); err != nil {
 		return fmt.Errorf("writing NodePodProbe status: %w", err)
 	}
 	return nil
+}
+
+// observeAPI keeps the outcome of the last list or watch request for this
+// node's NodePodProbe: a watch that keeps failing (refused, API server away)
+// shows as an error until one succeeds again.
+func (s *service) observeAPI(req *http.Request, resp *http.Response, err error) {
+	if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/nodepodprobes") {
+		return
+	}
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		// Cancelled by its caller (stopping), not a failure.
+	case err != nil:
+		s.nppWatch.set(err)
+	case resp.StatusCode >= http.StatusBadRequest:
+		s.nppWatch.set(fmt.Errorf("the API server answered %s", resp.Status))
+	default:
+		s.nppWatch.set(nil)
+	}
 }
 
 func (s *service) probeStatuses() []server.ProbeStatus {
@@ -416,13 +445,13 @@ func (c *containerChanges) notify(ch runtime.Change) {
 }
 
 // kubeconfigClients connects with the configured kubeconfig once it exists.
-func kubeconfigClients(cfg *config.Config) func() (*kube.Clients, string) {
-	return func() (*kube.Clients, string) {
+func kubeconfigClients(cfg *config.Config) func(func(*http.Request, *http.Response, error)) (*kube.Clients, string) {
+	return func(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string) {
 		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
 			return nil, "kubeconfig " + cfg.Kubeconfig + " (the kubelet's, or a dedicated one; see --kubeconfig)"
 		}
 		c, err := kube.New(cfg.Kubeconfig, kube.Options{QPS: float32(cfg.KubeAPIQPS), Burst: cfg.KubeAPIBurst,
-			UserAgent: "probeshim/" + cfg.NodeName})
+			UserAgent: "probeshim/" + cfg.NodeName, Observe: observe})
 		if err != nil {
 			return nil, err.Error()
 		}

@@ -93,10 +93,14 @@ type fakeAPI struct {
 	mu          sync.Mutex
 	leases      map[string][]byte
 	leaseWrites int
+	// refuseNPP makes NodePodProbe lists and watches forbidden; closing
+	// breakWatches ends the watches open.
+	refuseNPP    bool
+	breakWatches chan struct{}
 }
 
 func newFakeAPI(t *testing.T) *fakeAPI {
-	a := &fakeAPI{leases: map[string][]byte{}}
+	a := &fakeAPI{leases: map[string][]byte{}, breakWatches: make(chan struct{})}
 	a.Server = httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(a.Close)
 	return a
@@ -112,7 +116,13 @@ func (a *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	last := parts[len(parts)-1]
+	a.mu.Lock()
+	refused, broken := a.refuseNPP && last == "nodepodprobes", a.breakWatches
+	a.mu.Unlock()
 	switch {
+	case refused:
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403}`)
 	case r.URL.Query().Get("watch") == "true":
 		w.WriteHeader(http.StatusOK)
 		if k := listKinds[last]; r.URL.Query().Get("sendInitialEvents") == "true" {
@@ -121,7 +131,10 @@ func (a *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 				`"annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", k[0], strings.TrimSuffix(k[1], "List"))
 		}
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		select {
+		case <-r.Context().Done():
+		case <-broken:
+		}
 	case r.Method == http.MethodGet && listKinds[last] != [2]string{}:
 		k := listKinds[last]
 		fmt.Fprintf(w, `{"apiVersion":%q,"kind":%q,"metadata":{"resourceVersion":"1"},"items":[]}`, k[0], k[1])
@@ -158,6 +171,16 @@ func (a *fakeAPI) lease(w http.ResponseWriter, r *http.Request, parts []string) 
 		a.leaseWrites++
 		w.Write(b)
 	}
+}
+
+// refuse makes NodePodProbe requests forbidden (or allowed again) and ends
+// the watches open, so that the informer asks again.
+func (a *fakeAPI) refuse(refuse bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refuseNPP = refuse
+	close(a.breakWatches)
+	a.breakWatches = make(chan struct{})
 }
 
 func (a *fakeAPI) writes() int {
@@ -219,13 +242,14 @@ func newFixture(t *testing.T, cfgEdit func(*config.Config)) *fixture {
 	return f
 }
 
-func (f *fixture) connect() (*kube.Clients, string) {
+func (f *fixture) connect(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.connectReason != "" {
 		return nil, f.connectReason
 	}
-	c, err := kube.NewForConfig(&rest.Config{Host: f.api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}, kube.Options{})
+	c, err := kube.NewForConfig(&rest.Config{Host: f.api.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}},
+		kube.Options{Observe: observe})
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -445,4 +469,22 @@ func TestContainerdRestart(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The NodePodProbe watch fails (refused): the heartbeat stops renewing and
+// says why, and renews again once the watch works.
+func TestNodePodProbeWatchFailing(t *testing.T) {
+	f := newFixture(t, nil)
+	f.tracker.set(nil)
+	f.run()
+	eventually(t, "READY", func() bool { return f.has("READY probing for node node-a") })
+	eventually(t, "renewing", func() bool { hb := f.status().Heartbeat; return hb != nil && hb.Renewing })
+
+	f.api.refuse(true)
+	eventually(t, "the heartbeat to stop renewing", func() bool {
+		hb := f.status().Heartbeat
+		return !hb.Renewing && strings.Contains(hb.Reason, "watching NodePodProbe node-a: the API server answered 403 Forbidden")
+	})
+	f.api.refuse(false)
+	eventually(t, "renewing again", func() bool { return f.status().Heartbeat.Renewing })
 }
