@@ -27,7 +27,8 @@ const leaseNamespace = "probeshim-node-lease"
 //     says; the service says so in `probeshim status` and probes and is ready
 //     all the same;
 //   - a dedicated one (probeshim:node:<node>, group probeshim:nodes): the
-//     service creates its lease and renews it, renewTime advancing.
+//     service creates its lease, owned by its Node, and renews it,
+//     renewTime advancing.
 func TestHeartbeatLease(t *testing.T) {
 	c := framework.Get(t)
 	c.InstallCRDs(t) // also the lease namespace and the nodes' lease Role
@@ -37,12 +38,16 @@ func TestHeartbeatLease(t *testing.T) {
 	if err := leases.Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
+	nodeObj, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const interval = 2 * time.Second
 	renewEvery := []string{"--heartbeat-renew-interval-seconds", fmt.Sprint(int(interval / time.Second))}
 
 	// StartNodeService has waited for /readyz: the refused lease held nothing back.
 	kubelet := c.StartNodeService(t, renewEvery...)
-	err := framework.WaitFor(ctx, 30*time.Second, "the NodeRestriction refusal in probeshim status", func(ctx context.Context) (bool, string, error) {
+	err = framework.WaitFor(ctx, 30*time.Second, "the NodeRestriction refusal in probeshim status", func(ctx context.Context) (bool, string, error) {
 		st, err := kubelet.Status(ctx)
 		if err != nil || st.Heartbeat == nil {
 			return false, fmt.Sprint(err), nil
@@ -83,9 +88,8 @@ func TestHeartbeatLease(t *testing.T) {
 	if d := first.Spec.LeaseDurationSeconds; d == nil || *d != 40 {
 		t.Errorf("leaseDurationSeconds = %v, want 40", d)
 	}
-	// The dedicated identity may not read Node objects: no owner, tolerated.
-	if refs := first.OwnerReferences; len(refs) != 0 {
-		t.Errorf("ownerReferences = %+v, want none (the identity cannot read its Node)", refs)
+	if refs := first.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != node || refs[0].UID != nodeObj.UID {
+		t.Errorf("ownerReferences = %+v, want the Node %s (%s)", refs, node, nodeObj.UID)
 	}
 
 	// Renewed: renewTime advances, twice, about one interval apart.

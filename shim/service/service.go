@@ -194,7 +194,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 	})
 
 	// Wiring: container changes reach the networks and the engine (and the
-	// executor once it exists, see startAPI).
+	// executor once it exists, see apiComponents).
 	out.changes.subscribe(func(ch runtime.Change) {
 		if ch.Container == "" {
 			// Sandbox changed: look its netns up again.
