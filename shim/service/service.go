@@ -133,6 +133,7 @@ type service struct {
 	m   *metrics
 
 	poll, grace time.Duration // waitPoll, readyGrace; shorter in tests
+	renew       time.Duration // the heartbeat's renew interval; shorter in tests
 
 	// Built by newService, before anything starts.
 	network, hookNetwork *netns.Network
@@ -162,7 +163,8 @@ type apiSide struct {
 // newService builds the components that need only the node (first), then
 // wires them to each other (second). Nothing runs yet.
 func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, error) {
-	s := &service{cfg: cfg, log: log, out: out, m: newMetrics(out.registry), poll: waitPoll, grace: readyGrace}
+	s := &service{cfg: cfg, log: log, out: out, m: newMetrics(out.registry), poll: waitPoll, grace: readyGrace,
+		renew: time.Duration(cfg.Heartbeat.RenewIntervalSeconds) * time.Second}
 	s.network = netns.NewNetwork(out.runtime.PodNetwork)
 	// preStop hooks dial through a Network of their own: the executor
 	// forgets a pod's handle when its requests are done.
@@ -307,7 +309,7 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 		Namespace:     s.cfg.Heartbeat.Namespace,
 		Client:        clients.Kube,
 		LeaseDuration: time.Duration(s.cfg.Heartbeat.LeaseDurationSeconds) * time.Second,
-		RenewInterval: time.Duration(s.cfg.Heartbeat.RenewIntervalSeconds) * time.Second,
+		RenewInterval: s.renew,
 		Healthy:       s.healthy,
 		Registerer:    s.out.registry,
 		Log:           s.log,

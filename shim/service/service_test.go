@@ -237,7 +237,7 @@ func newFixture(t *testing.T, cfgEdit func(*config.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.poll, svc.grace = 10*time.Millisecond, 200*time.Millisecond
+	svc.poll, svc.grace, svc.renew = 10*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	f.svc = svc
 	return f
 }
