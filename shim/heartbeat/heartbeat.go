@@ -70,6 +70,9 @@ type Heartbeat struct {
 	failures  prometheus.Counter
 	skipped   prometheus.Counter
 
+	// latest is the lease as last written; only Step's goroutine uses it.
+	latest *coordinationv1.Lease
+
 	mu     sync.Mutex
 	state  string // "renewing" or why not, for logging changes only
 	status Status
@@ -217,38 +220,57 @@ func (h *Heartbeat) advice(err error) (string, string) {
 	}
 }
 
-// renew writes renewTime (and the rest of the spec) to the lease, creating
-// it when it is missing. The node's object becomes the lease's owner when it
-// can be read, so that deleting the node deletes its lease.
+// renew writes renewTime (and the rest of the spec) to the lease: one
+// update of the lease last written, as the kubelet renews its own; a get
+// (and a create when it is missing) only at first or after a conflict. The
+// node's object becomes the lease's owner when it can be read, so that
+// deleting the node deletes its lease.
 func (h *Heartbeat) renew(ctx context.Context) error {
 	leases := h.cfg.Client.CoordinationV1().Leases(h.cfg.Namespace)
 	now := metav1.NewMicroTime(h.cfg.Clock.Now())
-	lease, err := leases.Get(ctx, h.cfg.Node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: h.cfg.Node, Namespace: h.cfg.Namespace}}
-		h.fill(lease, now)
-		lease.OwnerReferences = h.owner(ctx)
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+	if h.latest != nil {
+		lease := h.latest.DeepCopy()
+		h.fill(ctx, lease, now)
+		updated, err := leases.Update(ctx, lease, metav1.UpdateOptions{})
 		if err == nil {
-			h.cfg.Log.Info("lease created")
+			h.latest = updated
+			return nil
 		}
+		h.latest = nil
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
+		}
+		// Changed or deleted by someone else: read it again.
+	}
+	lease, err := leases.Get(ctx, h.cfg.Node, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: h.cfg.Node, Namespace: h.cfg.Namespace}}
+		h.fill(ctx, lease, now)
+		if lease, err = leases.Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		h.cfg.Log.Info("lease created")
+	case err != nil:
 		return err
+	default:
+		h.fill(ctx, lease, now)
+		if lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
-	}
-	h.fill(lease, now)
-	if len(lease.OwnerReferences) == 0 {
-		lease.OwnerReferences = h.owner(ctx)
-	}
-	_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
-	return err
+	h.latest = lease
+	return nil
 }
 
-func (h *Heartbeat) fill(l *coordinationv1.Lease, now metav1.MicroTime) {
+// fill sets the spec, and the owner when the lease has none yet.
+func (h *Heartbeat) fill(ctx context.Context, l *coordinationv1.Lease, now metav1.MicroTime) {
 	l.Spec.HolderIdentity = ptr.To(h.cfg.Node)
 	l.Spec.LeaseDurationSeconds = ptr.To(int32(h.cfg.LeaseDuration / time.Second))
 	l.Spec.RenewTime = &now
+	if len(l.OwnerReferences) == 0 {
+		l.OwnerReferences = h.owner(ctx)
+	}
 }
 
 // owner is the reference to this node's Node object, nil when it cannot be

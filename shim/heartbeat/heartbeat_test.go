@@ -118,6 +118,28 @@ func TestRunRenews(t *testing.T) {
 	}
 }
 
+// After the first, a renewal is one update of the lease as last written; a
+// lease changed or deleted by someone else is read (or created) again.
+func TestRenewIsOneUpdate(t *testing.T) {
+	x := newHarness(t, nodeObject())
+	x.h.Step(context.Background())
+	x.client.ClearActions()
+	x.clock.Step(DefaultRenewInterval)
+	x.h.Step(context.Background())
+	if acts := x.client.Actions(); len(acts) != 1 || acts[0].GetVerb() != "update" || acts[0].GetResource().Resource != "leases" {
+		t.Fatalf("actions of a renewal = %v, want one lease update", acts)
+	}
+
+	if err := x.client.CoordinationV1().Leases(DefaultNamespace).Delete(context.Background(), node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	x.clock.Step(DefaultRenewInterval)
+	x.h.Step(context.Background())
+	if l := x.lease(); !l.Spec.RenewTime.Time.Equal(x.clock.Now()) || len(l.OwnerReferences) != 1 || !x.h.Status().Renewing {
+		t.Fatalf("after a deletion: lease %+v, status %+v", l, x.h.Status())
+	}
+}
+
 // While the service is unhealthy nothing is written, the status says why
 // and the warning is logged once, not once per period.
 func TestSkipsWhenUnhealthy(t *testing.T) {
