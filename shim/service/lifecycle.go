@@ -22,8 +22,9 @@ type Component interface {
 	Stop(ctx context.Context) error
 }
 
-// stopTimeout bounds the stop of one component; the unit's TimeoutStopSec
-// leaves room for all of them.
+// stopTimeout bounds the stop of one component, so that one that hangs does
+// not keep the rest from stopping; the unit's TimeoutStopSec (30 s) bounds
+// the whole.
 const stopTimeout = 10 * time.Second
 
 // lifecycle starts components in order and stops the started ones in
