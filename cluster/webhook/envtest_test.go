@@ -49,6 +49,8 @@ const (
 	deployDir = "../deploy"
 	// systemNamespace is the deployment's namespace in the manifests.
 	systemNamespace = "probeshim-system"
+	// nodeLeaseNamespace holds the node services' heartbeat Leases.
+	nodeLeaseNamespace = "probeshim-node-lease"
 	// clusterUser is the deployment's service account, as the manifests name it.
 	clusterUser = "system:serviceaccount:probeshim-system:probeshim-cluster"
 )
@@ -166,8 +168,7 @@ func startEnv(assets string) (func(), error) {
 		return stop, err
 	}
 
-	// probeshim-node-lease: rbac-nodes.yaml's lease Role lives there.
-	for _, ns := range []string{systemNamespace, "probeshim-node-lease", "games"} {
+	for _, ns := range []string{systemNamespace, nodeLeaseNamespace, "games"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return stop, err
 		}
