@@ -107,8 +107,9 @@ type Config struct {
 type Heartbeat struct {
 	// Namespace holds the leases of every node (default probeshim-node-lease).
 	Namespace string `json:"namespace,omitempty"`
-	// LeaseDurationSeconds is written to the lease: how long after its last
-	// renewal the node service counts as silent (default 40).
+	// LeaseDurationSeconds is written to the lease as spec.leaseDurationSeconds
+	// (default 40); the cluster part's own grace decides when a node counts
+	// as silent.
 	LeaseDurationSeconds int `json:"leaseDurationSeconds,omitempty"`
 	// RenewIntervalSeconds is how often the lease is renewed (default 10).
 	RenewIntervalSeconds int `json:"renewIntervalSeconds,omitempty"`
