@@ -42,6 +42,10 @@ import (
 
 const namespace = "probeshim-system"
 
+// leaseNamespace holds the node services' heartbeat leases: shim/heartbeat.DefaultNamespace (the
+// cluster part cannot import the node's packages; keep the two in step).
+const leaseNamespace = "probeshim-node-lease"
+
 func build(t *testing.T, bin string) []client.Object {
 	t.Helper()
 	return buildDir(t, bin, ".")
@@ -294,6 +298,44 @@ func TestManifestsApply(t *testing.T) {
 		if err := c.Create(ctx, o); err != nil {
 			t.Errorf("%T %s: %v", o, o.GetName(), err)
 		}
+	}
+}
+
+// TestNodeLeaseRBAC: the lease namespace exists and both node identities may get, create, update
+// and patch its leases (the node service's heartbeat), and get their Node (the lease's owner).
+func TestNodeLeaseRBAC(t *testing.T) {
+	bin, err := kubebin.Dir("kubectl")
+	if err != nil {
+		t.Skip("skipped: " + err.Error())
+	}
+	objs := build(t, bin)
+	if find[*corev1.Namespace](objs, leaseNamespace) == nil {
+		t.Errorf("no namespace %s", leaseNamespace)
+	}
+	role := find[*rbacv1.Role](objs, "probeshim-node-lease")
+	binding := find[*rbacv1.RoleBinding](objs, "probeshim-node-lease")
+	if role == nil || binding == nil || role.Namespace != leaseNamespace || binding.Namespace != leaseNamespace {
+		t.Fatalf("no Role and RoleBinding probeshim-node-lease in %s: %v, %v", leaseNamespace, role, binding)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		Verbs: []string{"get", "create", "update", "patch"}}}
+	if fmt.Sprint(role.Rules) != fmt.Sprint(want) {
+		t.Errorf("lease Role rules = %v, want %v", role.Rules, want)
+	}
+	var groups []string
+	for _, s := range binding.Subjects {
+		if s.Kind == rbacv1.GroupKind {
+			groups = append(groups, s.Name)
+		}
+	}
+	if binding.RoleRef.Name != role.Name || !slices.Equal(groups, []string{"system:nodes", "probeshim:nodes"}) {
+		t.Errorf("lease RoleBinding = %+v, want the Role bound to system:nodes and probeshim:nodes", binding)
+	}
+	nodes := find[*rbacv1.ClusterRole](objs, "probeshim-node-nodes")
+	nodesBinding := find[*rbacv1.ClusterRoleBinding](objs, "probeshim-node-nodes")
+	if nodes == nil || nodesBinding == nil || fmt.Sprint(nodes.Rules) != fmt.Sprint([]rbacv1.PolicyRule{{APIGroups: []string{""},
+		Resources: []string{"nodes"}, Verbs: []string{"get"}}}) || len(nodesBinding.Subjects) != 1 || nodesBinding.Subjects[0].Name != "probeshim:nodes" {
+		t.Errorf("probeshim-node-nodes = %+v, %+v; want get nodes for probeshim:nodes", nodes, nodesBinding)
 	}
 }
 

@@ -104,8 +104,9 @@ func ModuleRoot() (string, error) {
 	return dir, nil
 }
 
-// InstallCRDs applies the project's CRDs and the node RBAC (what a node may do
-// with them) and waits until the CRDs are served.
+// InstallCRDs applies the project's CRDs, the namespaces (the node RBAC's
+// lease Role lives in one) and the node RBAC (what a node may do with them),
+// and waits until the CRDs are served.
 func (c *Cluster) InstallCRDs(t testing.TB) {
 	t.Helper()
 	root, err := ModuleRoot()
@@ -117,6 +118,7 @@ func (c *Cluster) InstallCRDs(t testing.TB) {
 		{"apply", "--server-side", "-k", filepath.Join(root, "apis", "crds")},
 		{"wait", "--for=condition=Established", "--timeout=60s", "crd/nodepodprobes.apps.kruise.io",
 			"crd/podprobemarkers.apps.kruise.io", "crd/containerrecreaterequests.apps.kruise.io"},
+		{"apply", "--server-side", "-f", filepath.Join(root, "cluster", "deploy", "namespace.yaml")},
 		{"apply", "--server-side", "-f", filepath.Join(root, "cluster", "deploy", "rbac-nodes.yaml")},
 	} {
 		if out, err := c.Kubectl(ctx, args...); err != nil {

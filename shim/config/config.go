@@ -22,6 +22,10 @@
 //	probes:                            # how many probes run at once
 //	  maxConcurrentExecs: 32
 //	  maxConcurrentNetwork: 256        # HTTP, TCP and gRPC
+//	heartbeat:                         # the node's Lease, renewed while healthy
+//	  namespace: probeshim-node-lease
+//	  leaseDurationSeconds: 40
+//	  renewIntervalSeconds: 10         # above 0, below leaseDurationSeconds
 package config
 
 import (
@@ -35,12 +39,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/heartbeat"
 	"github.com/probeshim/probeshim/shim/runtime"
 )
 
@@ -91,6 +97,22 @@ type Config struct {
 	CRIProxy CRIProxy `json:"criProxy,omitzero"`
 	// Probes bounds the probe engine's work.
 	Probes Probes `json:"probes,omitzero"`
+	// Heartbeat is the node service's Lease, which the cluster part reads
+	// to tell a silent node service.
+	Heartbeat Heartbeat `json:"heartbeat,omitzero"`
+}
+
+// Heartbeat configures the Lease (coordination.k8s.io/v1) named after the
+// node that the service renews while it is healthy.
+type Heartbeat struct {
+	// Namespace holds the leases of every node (default probeshim-node-lease).
+	Namespace string `json:"namespace,omitempty"`
+	// LeaseDurationSeconds is written to the lease as spec.leaseDurationSeconds
+	// (default 40); the cluster part's own grace decides when a node counts
+	// as silent.
+	LeaseDurationSeconds int `json:"leaseDurationSeconds,omitempty"`
+	// RenewIntervalSeconds is how often the lease is renewed (default 10).
+	RenewIntervalSeconds int `json:"renewIntervalSeconds,omitempty"`
 }
 
 // Probes bounds how many probes run at once, so that targets which hang
@@ -146,6 +168,9 @@ var flagSpecs = []flagSpec{
 	{"cri-proxy", "serve the CRI proxy on --cri-proxy-socket (a socket passed by systemd is served anyway)", func(c *Config) any { return &c.CRIProxy.Enabled }},
 	{"cri-proxy-socket", "the CRI proxy's socket (default " + DefaultCRIProxySocket + ")", func(c *Config) any { return &c.CRIProxy.Socket }},
 	{"max-concurrent-execs", fmt.Sprintf("exec probes running at once at most (default %d)", prober.DefaultExecConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentExecs }},
+	{"heartbeat-namespace", "namespace of the node's heartbeat Lease (default " + heartbeat.DefaultNamespace + ")", func(c *Config) any { return &c.Heartbeat.Namespace }},
+	{"heartbeat-lease-duration-seconds", fmt.Sprintf("the heartbeat Lease's leaseDurationSeconds (default %d)", int(heartbeat.DefaultLeaseDuration/time.Second)), func(c *Config) any { return &c.Heartbeat.LeaseDurationSeconds }},
+	{"heartbeat-renew-interval-seconds", fmt.Sprintf("how often the heartbeat Lease is renewed (default %d)", int(heartbeat.DefaultRenewInterval/time.Second)), func(c *Config) any { return &c.Heartbeat.RenewIntervalSeconds }},
 	{"max-concurrent-network-probes", fmt.Sprintf("HTTP, TCP and gRPC probes running at once at most (default %d)", prober.DefaultNetworkConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentNetwork }},
 }
 
@@ -300,6 +325,15 @@ func (c *Config) complete(h host) error {
 	if c.Probes.MaxConcurrentNetwork == 0 {
 		c.Probes.MaxConcurrentNetwork = prober.DefaultNetworkConcurrency
 	}
+	if c.Heartbeat.Namespace == "" {
+		c.Heartbeat.Namespace = heartbeat.DefaultNamespace
+	}
+	if c.Heartbeat.LeaseDurationSeconds == 0 {
+		c.Heartbeat.LeaseDurationSeconds = int(heartbeat.DefaultLeaseDuration / time.Second)
+	}
+	if c.Heartbeat.RenewIntervalSeconds == 0 {
+		c.Heartbeat.RenewIntervalSeconds = int(heartbeat.DefaultRenewInterval / time.Second)
+	}
 	return nil
 }
 
@@ -346,6 +380,13 @@ func (c *Config) Validate() error {
 		if p.n < 1 || p.n > maxConcurrency {
 			bad(p.field, "%d must be from 1 to %d", p.n, maxConcurrency)
 		}
+	}
+	if msgs := validation.IsDNS1123Label(c.Heartbeat.Namespace); len(msgs) > 0 {
+		bad("heartbeat.namespace", "%q is not a valid namespace: %s", c.Heartbeat.Namespace, strings.Join(msgs, "; "))
+	}
+	if hb := c.Heartbeat; hb.RenewIntervalSeconds <= 0 || hb.RenewIntervalSeconds >= hb.LeaseDurationSeconds {
+		bad("heartbeat.renewIntervalSeconds", "%d must be above 0 and below heartbeat.leaseDurationSeconds (%d)",
+			hb.RenewIntervalSeconds, hb.LeaseDurationSeconds)
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%q is not one of panic, fatal, error, warn, info, debug, trace", c.LogLevel)

@@ -53,8 +53,9 @@ func TestDefaults(t *testing.T) {
 		ContainerdSocket: "/run/containerd/containerd.sock", CRISocket: "/run/containerd/containerd.sock",
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
 		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
-		CRIProxy: CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
-		Probes:   Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256},
+		CRIProxy:  CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
+		Probes:    Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256},
+		Heartbeat: Heartbeat{Namespace: "probeshim-node-lease", LeaseDurationSeconds: 40, RenewIntervalSeconds: 10},
 	}
 	if *c != want {
 		t.Fatalf("defaults = %+v\nwant       %+v", *c, want)
@@ -219,9 +220,35 @@ func TestProbeConcurrency(t *testing.T) {
 	}
 }
 
+// The heartbeat's lease has defaults agreed with the cluster part, may be
+// set from the file or flags, and renews more often than it expires.
+func TestHeartbeat(t *testing.T) {
+	h := detect("node-a", false)
+	c, err := loadOn(t, h, "--config", writeFile(t, ""))
+	if err != nil || c.Heartbeat != (Heartbeat{Namespace: "probeshim-node-lease", LeaseDurationSeconds: 40, RenewIntervalSeconds: 10}) {
+		t.Fatalf("defaults: %+v, %v", c.Heartbeat, err)
+	}
+	f := writeFile(t, "heartbeat:\n  namespace: example-leases\n  leaseDurationSeconds: 60\n  renewIntervalSeconds: 15\n")
+	c, err = loadOn(t, h, "--config", f, "--heartbeat-renew-interval-seconds", "5")
+	if err != nil || c.Heartbeat != (Heartbeat{Namespace: "example-leases", LeaseDurationSeconds: 60, RenewIntervalSeconds: 5}) {
+		t.Fatalf("file and flag: %+v, %v", c.Heartbeat, err)
+	}
+	for _, bad := range [][]string{
+		{"--heartbeat-renew-interval-seconds", "40"},
+		{"--heartbeat-renew-interval-seconds", "-1"},
+		{"--heartbeat-lease-duration-seconds", "5"},
+		{"--heartbeat-namespace", "Not_A_Namespace"},
+	} {
+		_, err := loadOn(t, h, append([]string{"--config", writeFile(t, "")}, bad...)...)
+		if err == nil || !strings.Contains(err.Error(), "heartbeat.") {
+			t.Errorf("%v: want an error naming the heartbeat field, got %v", bad, err)
+		}
+	}
+}
+
 func TestFileFields(t *testing.T) {
 	got := strings.Join(fileFields(), ",")
-	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy,probes" {
+	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy,probes,heartbeat" {
 		t.Fatalf("fileFields = %s", got)
 	}
 }

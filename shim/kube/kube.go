@@ -7,6 +7,7 @@ package kube
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,6 +32,21 @@ type Options struct {
 	Burst     int
 	UserAgent string
 	Timeout   time.Duration
+	// Observe, if set, sees the outcome of every request (resp nil when err
+	// is not), e.g. to tell whether a watch keeps failing.
+	Observe func(req *http.Request, resp *http.Response, err error)
+}
+
+// observer is a RoundTripper that shows each outcome to Options.Observe.
+type observer struct {
+	next    http.RoundTripper
+	observe func(*http.Request, *http.Response, error)
+}
+
+func (o observer) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := o.next.RoundTrip(req)
+	o.observe(req, resp, err)
+	return resp, err
 }
 
 // Scheme knows the apps.kruise.io/v1alpha1 types.
@@ -66,6 +82,9 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	}
 	if o.Timeout > 0 {
 		cfg.Timeout = o.Timeout
+	}
+	if o.Observe != nil {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return observer{next: rt, observe: o.Observe} })
 	}
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

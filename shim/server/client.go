@@ -52,6 +52,14 @@ func FetchStatus(ctx context.Context, socket string) (*Status, error) {
 // escaped, so none reaches the terminal as an escape sequence.
 func WriteStatus(w io.Writer, st *Status) error {
 	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", Printable(st.Node), len(st.Probes), st.Time.Format(time.RFC3339))
+	if hb := st.Heartbeat; hb != nil {
+		state := "renewing"
+		if !hb.Renewing {
+			state = "NOT renewing: " + firstLine(hb.Reason, 200)
+		}
+		fmt.Fprintf(w, "lease %s/%s: last renewed %s, %s\n", Printable(hb.Namespace), Printable(hb.Name),
+			ago(st.Time, hb.LastRenew), Printable(state))
+	}
 	if len(st.Probes) == 0 {
 		return nil
 	}

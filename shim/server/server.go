@@ -47,11 +47,24 @@ type ProbeStatus struct {
 	LastTransitionTime time.Time `json:"lastTransitionTime,omitzero"`
 }
 
+// HeartbeatStatus is the state of the node service's lease.
+type HeartbeatStatus struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// LastRenew is the last successful renewal; zero when there was none.
+	LastRenew time.Time `json:"lastRenew,omitzero"`
+	// Renewing is true when the last attempt renewed the lease.
+	Renewing bool `json:"renewing"`
+	// Reason says why the lease is not being renewed.
+	Reason string `json:"reason,omitempty"`
+}
+
 // Status is the document on the status socket.
 type Status struct {
-	Node   string        `json:"node"`
-	Time   time.Time     `json:"time"`
-	Probes []ProbeStatus `json:"probes"`
+	Node      string           `json:"node"`
+	Time      time.Time        `json:"time"`
+	Heartbeat *HeartbeatStatus `json:"heartbeat,omitempty"`
+	Probes    []ProbeStatus    `json:"probes"`
 }
 
 // StatusSource gives the probes being run and their last results, e.g. from
@@ -77,7 +90,9 @@ type Options struct {
 	Health   []Check             // /healthz: the service's loops are alive
 	Ready    []Check             // /readyz: it can do its work
 	Status   StatusSource
-	Log      *logrus.Entry
+	// Heartbeat gives the lease's state; optional.
+	Heartbeat func() *HeartbeatStatus
+	Log       *logrus.Entry
 }
 
 // checkTimeout bounds one health or readiness request.
@@ -201,6 +216,9 @@ func (s *Server) serveStatus(path string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		st := Status{Node: s.opts.Node, Time: time.Now(), Probes: s.opts.Status.ProbeStatuses()}
+		if s.opts.Heartbeat != nil {
+			st.Heartbeat = s.opts.Heartbeat()
+		}
 		if st.Probes == nil {
 			st.Probes = []ProbeStatus{}
 		}

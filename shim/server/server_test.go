@@ -241,3 +241,37 @@ func TestWriteStatusHelpers(t *testing.T) {
 		t.Error("header printed without probes")
 	}
 }
+
+// The heartbeat's state travels over the socket and is one line of the
+// table: renewing, or why not.
+func TestStatusHeartbeat(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	renewed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	hb := &HeartbeatStatus{Namespace: "example-leases", Name: "worker-1", LastRenew: renewed, Renewing: true}
+	s := New(Options{StatusSocket: sock, Node: "worker-1", Heartbeat: func() *HeartbeatStatus { return hb }})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	st, err := FetchStatus(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Heartbeat == nil || *st.Heartbeat != *hb {
+		t.Fatalf("heartbeat = %+v, want %+v", st.Heartbeat, hb)
+	}
+	for _, tc := range []struct {
+		hb   HeartbeatStatus
+		want string
+	}{
+		{*hb, "lease example-leases/worker-1: last renewed 3s ago, renewing\n"},
+		{HeartbeatStatus{Namespace: "example-leases", Name: "worker-1", Reason: "cannot write the lease: forbidden\nsecond line"},
+			"lease example-leases/worker-1: last renewed never, NOT renewing: cannot write the lease: forbidden…\n"},
+	} {
+		var out bytes.Buffer
+		WriteStatus(&out, &Status{Node: "worker-1", Time: renewed.Add(3 * time.Second), Heartbeat: &tc.hb})
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("status:\n%s\nwant the line %q", out.String(), tc.want)
+		}
+	}
+}

@@ -19,6 +19,31 @@ import (
 // cutting them off; the unit's TimeoutStopSec leaves room for the rest.
 const criProxyStopTimeout = 10 * time.Second
 
+// criProxy is the CRI proxy as a Component: Start serves it when systemd
+// passed its socket or the config enables it, and does nothing otherwise.
+type criProxy struct {
+	cfg     *config.Config
+	tracker *runtime.Tracker
+	reg     prometheus.Registerer
+	log     *logrus.Entry
+	stop    func()
+}
+
+func (p *criProxy) Name() string { return "cri-proxy" }
+
+func (p *criProxy) Start(context.Context) error {
+	stop, err := startCRIProxy(p.cfg, p.tracker, p.reg, p.log)
+	p.stop = stop
+	return err
+}
+
+func (p *criProxy) Stop(context.Context) error {
+	if p.stop != nil {
+		p.stop()
+	}
+	return nil
+}
+
 // startCRIProxy serves the CRI proxy when systemd passed its socket or the
 // config enables it, and returns how to stop it (nil when it does not run).
 // It waits for nothing: the kubelet may be waiting on the socket. Nothing

@@ -5,6 +5,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,24 @@ import (
 type metrics struct {
 	apiWrites     *prometheus.CounterVec
 	runtimeErrors *prometheus.CounterVec
+}
+
+// lastError keeps the outcome of the last attempt of something.
+type lastError struct {
+	mu   sync.Mutex
+	last error
+}
+
+func (l *lastError) set(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.last = err
+}
+
+func (l *lastError) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -34,13 +53,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// writes counts the writes of one resource; it is a podprobe.Metrics.
+// writes counts the writes of one resource and keeps the last outcome; it
+// is a podprobe.Metrics.
 type writes struct {
 	m        *metrics
 	resource string
+	last     *lastError
 }
 
 func (w writes) StatusWrite(err error) {
+	if w.last != nil {
+		w.last.set(err)
+	}
 	result := "success"
 	if err != nil {
 		result = "error"

@@ -1,18 +1,28 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
 // Package service assembles the node service: runtime access, the container
-// tracker, the probe engine, the NodePodProbe controller, the local
-// endpoints, the optional CRI proxy and systemd notifications, and runs
-// them until stopped.
+// tracker, the probe engine, the NodePodProbe controller, the recreate
+// executor, the heartbeat lease, the local endpoints, the optional CRI proxy
+// and systemd notifications, and runs them until stopped.
+//
+// Everything is a Component (lifecycle.go). Run builds the components,
+// wires them, starts them in order with the waits of start-up between them,
+// and stops them in reverse order:
+//
+//	local:  runtime, networks, CRI proxy, endpoints, watchdog, tracker, engine
+//	wait:   containerd reachable, then a kubeconfig
+//	api:    events, NodePodProbe controller, recreate executor, heartbeat
+//	wait:   the first lists of NodePodProbe and ContainerRecreateRequests → READY
 package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +35,7 @@ import (
 
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/config"
+	"github.com/probeshim/probeshim/shim/heartbeat"
 	"github.com/probeshim/probeshim/shim/kube"
 	"github.com/probeshim/probeshim/shim/netns"
 	"github.com/probeshim/probeshim/shim/podprobe"
@@ -51,200 +62,430 @@ const (
 // runtime is waited for, with the reason in the systemd status line.
 func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	log := logger.WithField("node", cfg.NodeName)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := newMetrics(reg)
-
 	rt, err := runtime.New(runtime.WithContainerdSocket(cfg.ContainerdSocket), runtime.WithCRISocket(cfg.CRISocket),
 		runtime.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	changes := &containerChanges{}
+	tracker := runtime.NewTracker(rt, changes.notify)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s, err := newService(cfg, log, outside{
+		runtime:  rt,
+		tracker:  tracker,
+		changes:  changes,
+		registry: reg,
+		criProxy: &criProxy{cfg: cfg, tracker: tracker, reg: reg, log: log},
+		connect:  kubeconfigClients(cfg),
+		notify:   systemdNotifier{},
+		watchdog: systemd.Watchdog,
+	})
+	if err != nil {
+		rt.Close()
+		return err
+	}
+	return s.run(ctx)
+}
 
-	network := netns.NewNetwork(rt.PodNetwork)
-	defer network.Close()
+// containerRuntime is what the service needs of shim/runtime's Client.
+type containerRuntime interface {
+	prober.Execer
+	recreate.Runtime
+	PodNetwork(ctx context.Context, podUID string) (path string, hostNetwork bool, ips []string, err error)
+	ContainerdSocket() string
+	Close() error
+}
+
+// containerTracker is what the service needs of shim/runtime's Tracker.
+type containerTracker interface {
+	prober.ContainerSource
+	Run(ctx context.Context)
+	Synced() <-chan struct{}
+	Healthy() error
+}
+
+// notifier tells systemd how start-up goes (shim/systemd; a recorder in tests).
+type notifier interface {
+	Ready(status string)
+	Status(status string)
+	Stopping()
+}
+
+// outside is what the service connects to: built by Run, fakes in tests.
+type outside struct {
+	runtime  containerRuntime
+	tracker  containerTracker
+	changes  *containerChanges // the tracker's callback
+	registry *prometheus.Registry
+	criProxy Component
+	// connect returns the API server clients, which show each request's
+	// outcome to observe, or nil and what it waits for.
+	connect  func(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string)
+	notify   notifier
+	watchdog func(ctx context.Context, health func(context.Context) error, log logrus.FieldLogger)
+}
+
+// service is the node service's components and what ties them together.
+type service struct {
+	cfg *config.Config
+	log *logrus.Entry
+	out outside
+	m   *metrics
+
+	poll, grace time.Duration // waitPoll, readyGrace; shorter in tests
+	renew       time.Duration // the heartbeat's renew interval; shorter in tests
+
+	// Built by newService, before anything starts.
+	network, hookNetwork *netns.Network
+	engine               *prober.Manager
+	server               *server.Server
+	local                []Component
+
+	// The last outcomes of this node's NodePodProbe list/watch requests and
+	// status writes, for the heartbeat.
+	nppWatch, nppWrite lastError
+
+	// The components that need the API server exist once a kubeconfig
+	// works; readiness and status read them from other goroutines.
+	mu  sync.Mutex
+	api *apiSide
+}
+
+// apiSide is what is built once the API server can be reached.
+type apiSide struct {
+	events     record.EventBroadcaster
+	eventSink  typedcorev1.EventInterface
+	controller *podprobe.Controller
+	executor   *recreate.Executor
+	heartbeat  *heartbeat.Heartbeat
+}
+
+// newService builds the components that need only the node (first), then
+// wires them to each other (second). Nothing runs yet.
+func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, error) {
+	s := &service{cfg: cfg, log: log, out: out, m: newMetrics(out.registry), poll: waitPoll, grace: readyGrace,
+		renew: time.Duration(cfg.Heartbeat.RenewIntervalSeconds) * time.Second}
+	s.network = netns.NewNetwork(out.runtime.PodNetwork)
 	// preStop hooks dial through a Network of their own: the executor
 	// forgets a pod's handle when its requests are done.
-	hookNetwork := netns.NewNetwork(rt.PodNetwork)
-	defer hookNetwork.Close()
-	var engine *prober.Manager
-	var executor atomic.Pointer[recreate.Executor]
-	tracker := runtime.NewTracker(rt, func(ch runtime.Change) {
-		if ch.Container == "" {
-			// Sandbox changed: look its netns up again.
-			network.Forget(ch.PodUID)
-			hookNetwork.Forget(ch.PodUID)
-			return
-		}
-		engine.ContainerChanged(ch.PodUID, ch.Container)
-		if e := executor.Load(); e != nil {
-			e.ContainerChanged(ch.PodUID, ch.Container)
-		}
-	})
-	engine, err = prober.NewManager(tracker,
-		prober.WithExecer(countingExecer{Execer: rt, m: m}),
-		prober.WithNetwork(network),
-		prober.WithRegisterer(reg),
+	s.hookNetwork = netns.NewNetwork(out.runtime.PodNetwork)
+	var err error
+	s.engine, err = prober.NewManager(out.tracker,
+		prober.WithExecer(countingExecer{Execer: out.runtime, m: s.m}),
+		prober.WithNetwork(s.network),
+		prober.WithRegisterer(out.registry),
 		prober.WithLogger(slogrus.NewLogger(log)),
 		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork))
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	// The CRI proxy comes first: a kubelet pointed at it waits for it, and
-	// the node goes NotReady if it waits long. It needs only containerd.
-	stopProxy, err := startCRIProxy(cfg, tracker, reg, log)
-	if err != nil {
-		return err
-	}
-	if stopProxy != nil {
-		defer stopProxy()
-	}
-
-	// The controller exists once the API server is reachable; the endpoints
-	// serve before that.
-	var ctrl atomic.Pointer[podprobe.Controller]
-
-	srv := server.New(server.Options{
+	s.server = server.New(server.Options{
 		HealthAddress:  cfg.HealthAddress,
 		MetricsAddress: cfg.MetricsAddress,
 		StatusSocket:   cfg.StatusSocket,
 		Node:           cfg.NodeName,
-		Gatherer:       reg,
-		Health:         []server.Check{{Name: "engine", Check: engineAlive(engine)}},
+		Gatherer:       out.registry,
+		Health:         []server.Check{{Name: "engine", Check: engineAlive(s.engine)}},
 		Ready: []server.Check{
-			{Name: "runtime", Check: func(context.Context) error { return tracker.Healthy() }},
-			{Name: "nodepodprobe", Check: func(context.Context) error {
-				if c := ctrl.Load(); c == nil || !c.Synced() {
-					return errors.New("NodePodProbe not synced yet")
-				}
-				return nil
-			}},
+			{Name: "runtime", Check: func(context.Context) error { return out.tracker.Healthy() }},
+			{Name: "nodepodprobe", Check: s.nodePodProbeSynced},
 		},
-		Status: server.StatusFunc(func() []server.ProbeStatus {
-			if c := ctrl.Load(); c != nil {
-				return probeStatuses(c.States())
-			}
+		Status:    server.StatusFunc(s.probeStatuses),
+		Heartbeat: s.heartbeatStatus,
+		Log:       log,
+	})
+
+	// Wiring: container changes reach the networks and the engine (and the
+	// executor once it exists, see apiComponents).
+	out.changes.subscribe(func(ch runtime.Change) {
+		if ch.Container == "" {
+			// Sandbox changed: look its netns up again.
+			s.network.Forget(ch.PodUID)
+			s.hookNetwork.Forget(ch.PodUID)
+			return
+		}
+		s.engine.ContainerChanged(ch.PodUID, ch.Container)
+	})
+
+	// Start order. The CRI proxy comes first: a kubelet pointed at it waits
+	// for it, and the node goes NotReady if it waits long; it needs only
+	// containerd. The endpoints serve before the API server is reachable.
+	// The watchdog is pinged from the start: waiting for containerd or a
+	// kubeconfig is not a reason for systemd to restart us.
+	s.local = []Component{
+		closer("runtime", out.runtime.Close),
+		closer("network", s.network.Close),
+		closer("hook-network", s.hookNetwork.Close),
+		out.criProxy,
+		hooks{name: "endpoints", start: func(context.Context) error { return s.server.Start() }, stop: s.server.Shutdown},
+		newLoop("watchdog", log, func(ctx context.Context) error {
+			out.watchdog(ctx, engineAlive(s.engine), log)
 			return nil
 		}),
-		Log: log,
-	})
-	if err := srv.Start(); err != nil {
+		newLoop("tracker", log, func(ctx context.Context) error { out.tracker.Run(ctx); return nil }),
+		newLoop("engine", log, s.engine.Run),
+	}
+	return s, nil
+}
+
+// run starts the components in order, with start-up's waits between them,
+// and stops them in reverse order when ctx is done or one fails to start.
+func (s *service) run(ctx context.Context) error {
+	lc := &lifecycle{log: s.log}
+	defer lc.stop()
+	if err := lc.start(ctx, s.local...); err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	// Ping the watchdog from the start: waiting for containerd or a
-	// kubeconfig is not a reason for systemd to restart us.
-	run(func() { systemd.Watchdog(ctx, engineAlive(engine), log) })
-	run(func() { tracker.Run(ctx) })
-	run(func() {
-		if err := engine.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.WithError(err).Error("probe engine stopped")
-		}
-	})
-
-	start := &startup{begun: time.Now()}
-	if !start.waitFor(ctx, log, func() (bool, string) {
-		select {
-		case <-tracker.Synced():
-			return true, ""
-		default:
-		}
-		reason := "containerd at " + rt.ContainerdSocket()
-		if err := tracker.Healthy(); err != nil {
-			reason += ": " + err.Error()
-		}
-		return false, reason
-	}) {
+	start := &startup{begun: time.Now(), notify: s.out.notify, poll: s.poll, grace: s.grace}
+	if !start.waitFor(ctx, s.log, s.runtimeReachable) {
 		return nil
 	}
-	log.WithField("socket", rt.ContainerdSocket()).Info("container runtime reachable")
-
+	s.log.WithField("socket", s.out.runtime.ContainerdSocket()).Info("container runtime reachable")
 	var clients *kube.Clients
-	if !start.waitFor(ctx, log, func() (bool, string) {
-		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
-			return false, "kubeconfig " + cfg.Kubeconfig + " (the kubelet's, or a dedicated one; see --kubeconfig)"
-		}
-		c, err := kube.New(cfg.Kubeconfig, kube.Options{QPS: float32(cfg.KubeAPIQPS), Burst: cfg.KubeAPIBurst,
-			UserAgent: "probeshim/" + cfg.NodeName})
-		if err != nil {
-			return false, err.Error()
-		}
-		clients = c
-		return true, ""
+	if !start.waitFor(ctx, s.log, func() (ok bool, reason string) {
+		clients, reason = s.out.connect(s.observeAPI)
+		return clients != nil, reason
 	}) {
 		return nil
 	}
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	events := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "probeshim", Host: cfg.NodeName})
-
-	c := podprobe.New(podprobe.Config{
-		Node:    cfg.NodeName,
-		Client:  clients.Kruise,
-		Engine:  engine,
-		Events:  events,
-		Metrics: writes{m: m, resource: "nodepodprobes/status"},
-		Log:     log,
-	})
-	ctrl.Store(c)
-	run(func() { c.Run(ctx) })
-	ex := recreate.New(recreate.Config{
-		Node: cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
-		Runtime: rt, Containers: tracker, Network: hookNetwork,
-		Events: events, Log: log,
-	})
-	executor.Store(ex)
-	run(func() {
-		if err := ex.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.WithError(err).Error("ContainerRecreateRequest executor stopped")
-		}
-	})
-
-	if !start.waitFor(ctx, log, func() (bool, string) {
+	api := s.buildAPI(ctx, clients)
+	if err := lc.start(ctx, s.apiComponents(api)...); err != nil {
+		return err
+	}
+	if !start.waitFor(ctx, s.log, func() (bool, string) {
 		switch {
-		case !c.Synced():
-			return false, "the first list of NodePodProbe " + cfg.NodeName + " from the API server"
-		case !ex.Synced():
+		case !api.controller.Synced():
+			return false, "the first list of NodePodProbe " + s.cfg.NodeName + " from the API server"
+		case !api.executor.Synced():
 			return false, "the first list of this node's ContainerRecreateRequests from the API server"
 		}
 		return true, ""
 	}) {
 		return nil
 	}
-	systemd.Ready("probing for node " + cfg.NodeName)
-	log.Info("ready")
+	s.out.notify.Ready("probing for node " + s.cfg.NodeName)
+	s.log.Info("ready")
 	<-ctx.Done()
-	systemd.Stopping()
-	log.Info("stopping: probes and in-flight execs are cancelled")
+	s.out.notify.Stopping()
+	s.log.Info("stopping: probes and in-flight execs are cancelled")
 	return nil
 }
 
+func (s *service) runtimeReachable() (bool, string) {
+	select {
+	case <-s.out.tracker.Synced():
+		return true, ""
+	default:
+	}
+	reason := "containerd at " + s.out.runtime.ContainerdSocket()
+	if err := s.out.tracker.Healthy(); err != nil {
+		reason += ": " + err.Error()
+	}
+	return false, reason
+}
+
+// buildAPI builds the components that talk to the API server.
+func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide {
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+	events := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "probeshim", Host: s.cfg.NodeName})
+	api := &apiSide{events: broadcaster, eventSink: clients.Kube.CoreV1().Events("")}
+	api.controller = podprobe.New(podprobe.Config{
+		Node:    s.cfg.NodeName,
+		Client:  clients.Kruise,
+		Engine:  s.engine,
+		Events:  events,
+		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.nppWrite},
+		Log:     s.log,
+	})
+	api.executor = recreate.New(recreate.Config{
+		Node: s.cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
+		Runtime: s.out.runtime, Containers: s.out.tracker, Network: s.hookNetwork,
+		Events: events, Log: s.log,
+	})
+	api.heartbeat = heartbeat.New(heartbeat.Config{
+		Node:          s.cfg.NodeName,
+		Namespace:     s.cfg.Heartbeat.Namespace,
+		Client:        clients.Kube,
+		LeaseDuration: time.Duration(s.cfg.Heartbeat.LeaseDurationSeconds) * time.Second,
+		RenewInterval: s.renew,
+		Healthy:       s.healthy,
+		Registerer:    s.out.registry,
+		Log:           s.log,
+	})
+	return api
+}
+
+// apiComponents wires the API side in and lists it in start order: events
+// first (the others record some), the heartbeat last (it renews only once
+// the others run).
+func (s *service) apiComponents(api *apiSide) []Component {
+	return []Component{
+		hooks{name: "events", start: func(context.Context) error {
+			api.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: api.eventSink})
+			return nil
+		}, stop: func(context.Context) error { api.events.Shutdown(); return nil }},
+		hooks{name: "api-side", start: func(context.Context) error {
+			// From here on readiness, status and container changes see them.
+			s.mu.Lock()
+			s.api = api
+			s.mu.Unlock()
+			s.out.changes.subscribe(func(ch runtime.Change) {
+				if ch.Container != "" {
+					api.executor.ContainerChanged(ch.PodUID, ch.Container)
+				}
+			})
+			return nil
+		}},
+		newLoop("nodepodprobe", s.log, api.controller.Run),
+		newLoop("recreate", s.log, api.executor.Run),
+		newLoop("heartbeat", s.log, api.heartbeat.Run),
+	}
+}
+
+func (s *service) apiParts() *apiSide {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.api
+}
+
+func (s *service) nodePodProbeSynced(context.Context) error {
+	if api := s.apiParts(); api == nil || !api.controller.Synced() {
+		return errors.New("NodePodProbe not synced yet")
+	}
+	return nil
+}
+
+// healthy is the heartbeat's condition: the engine answers, containerd is
+// reachable, the NodePodProbe is synced and its status can be written.
+func (s *service) healthy(ctx context.Context) error {
+	if err := engineAlive(s.engine)(ctx); err != nil {
+		return err
+	}
+	if err := s.out.tracker.Healthy(); err != nil {
+		return fmt.Errorf("container runtime: %w", err)
+	}
+	if err := s.nodePodProbeSynced(ctx); err != nil {
+		return err
+	}
+	if err := s.nppWatch.err(); err != nil {
+		return fmt.Errorf("watching NodePodProbe %s: %w", s.cfg.NodeName, err)
+	}
+	if err := s.nppWrite.err(); err != nil {
+		return fmt.Errorf("writing NodePodProbe status: %w", err)
+	}
+	return nil
+}
+
+// observeAPI keeps the outcome of the last list or watch request for this
+// node's NodePodProbe: a watch that keeps failing (refused, API server away)
+// shows as an error until one succeeds again.
+func (s *service) observeAPI(req *http.Request, resp *http.Response, err error) {
+	if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/nodepodprobes") {
+		return
+	}
+	switch {
+	case err != nil && req.Context().Err() != nil:
+		// Cancelled by its caller (stopping), not a failure.
+	case err != nil:
+		s.nppWatch.set(err)
+	case resp.StatusCode >= http.StatusBadRequest:
+		s.nppWatch.set(fmt.Errorf("the API server answered %s", resp.Status))
+	default:
+		s.nppWatch.set(nil)
+	}
+}
+
+func (s *service) probeStatuses() []server.ProbeStatus {
+	api := s.apiParts()
+	if api == nil {
+		return nil
+	}
+	states := api.controller.States()
+	out := make([]server.ProbeStatus, 0, len(states))
+	for _, p := range states {
+		out = append(out, server.ProbeStatus{
+			Namespace: p.Namespace, Pod: p.Pod, PodUID: p.PodUID, Container: p.Container, Probe: p.Probe,
+			Type: p.Handler, Result: string(p.State), Message: p.Message,
+			LastProbeTime: p.LastProbeTime.Time, LastTransitionTime: p.LastTransitionTime.Time,
+		})
+	}
+	return out
+}
+
+func (s *service) heartbeatStatus() *server.HeartbeatStatus {
+	api := s.apiParts()
+	if api == nil {
+		return &server.HeartbeatStatus{Namespace: s.cfg.Heartbeat.Namespace, Name: s.cfg.NodeName,
+			Reason: "not started: waiting for the API server"}
+	}
+	st := api.heartbeat.Status()
+	return &server.HeartbeatStatus{Namespace: st.Namespace, Name: st.Name, LastRenew: st.LastRenew,
+		Renewing: st.Renewing, Reason: st.Reason}
+}
+
+// containerChanges fans the tracker's changes out to whoever subscribed;
+// subscribers are added as components come into being.
+type containerChanges struct {
+	mu   sync.RWMutex
+	subs []func(runtime.Change)
+}
+
+func (c *containerChanges) subscribe(f func(runtime.Change)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs = append(c.subs, f)
+}
+
+func (c *containerChanges) notify(ch runtime.Change) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, f := range c.subs {
+		f(ch)
+	}
+}
+
+// kubeconfigClients connects with the configured kubeconfig once it exists.
+func kubeconfigClients(cfg *config.Config) func(func(*http.Request, *http.Response, error)) (*kube.Clients, string) {
+	return func(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string) {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			return nil, "kubeconfig " + cfg.Kubeconfig + " (the kubelet's, or a dedicated one; see --kubeconfig)"
+		}
+		c, err := kube.New(cfg.Kubeconfig, kube.Options{QPS: float32(cfg.KubeAPIQPS), Burst: cfg.KubeAPIBurst,
+			UserAgent: "probeshim/" + cfg.NodeName, Observe: observe})
+		if err != nil {
+			return nil, err.Error()
+		}
+		return c, ""
+	}
+}
+
+// systemdNotifier is the notifier of a real run; each call is a no-op
+// outside systemd.
+type systemdNotifier struct{}
+
+func (systemdNotifier) Ready(status string)  { systemd.Ready(status) }
+func (systemdNotifier) Status(status string) { systemd.Status(status) }
+func (systemdNotifier) Stopping()            { systemd.Stopping() }
+
 // startup says what start-up waits for, and tells systemd it is up once
-// readyGrace has passed (see readyGrace).
+// grace has passed (see readyGrace).
 type startup struct {
-	begun time.Time
-	ready bool
+	begun       time.Time
+	ready       bool
+	notify      notifier
+	poll, grace time.Duration
 }
 
 func (s *startup) waiting(reason string) {
-	if !s.ready && time.Since(s.begun) >= readyGrace {
+	if !s.ready && time.Since(s.begun) >= s.grace {
 		s.ready = true
-		systemd.Ready("waiting for " + reason)
+		s.notify.Ready("waiting for " + reason)
 		return
 	}
-	systemd.Status("waiting for " + reason)
+	s.notify.Status("waiting for " + reason)
 }
 
 // waitFor polls cond until it holds, saying in the systemd status line and
@@ -267,7 +508,7 @@ func (s *startup) waitFor(ctx context.Context, log logrus.FieldLogger, cond func
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(waitPoll):
+		case <-time.After(s.poll):
 		}
 	}
 }
@@ -285,16 +526,4 @@ func engineAlive(e *prober.Manager) func(context.Context) error {
 			return fmt.Errorf("probe engine does not answer: %w", ctx.Err())
 		}
 	}
-}
-
-func probeStatuses(states []podprobe.ProbeState) []server.ProbeStatus {
-	out := make([]server.ProbeStatus, 0, len(states))
-	for _, s := range states {
-		out = append(out, server.ProbeStatus{
-			Namespace: s.Namespace, Pod: s.Pod, PodUID: s.PodUID, Container: s.Container, Probe: s.Probe,
-			Type: s.Handler, Result: string(s.State), Message: s.Message,
-			LastProbeTime: s.LastProbeTime.Time, LastTransitionTime: s.LastTransitionTime.Time,
-		})
-	}
-	return out
 }
