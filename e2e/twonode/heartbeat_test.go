@@ -29,7 +29,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,10 +58,8 @@ const (
 // the grace while A's go on, and brings them back when it returns.
 func (s *suite) testHeartbeat(t *testing.T) {
 	ctx := framework.Context(t, 2*time.Minute)
-	if _, err := s.c.Kube.CoreV1().Namespaces().Get(ctx, leaseNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		t.Skipf("the node heartbeat (issue 16 items 1-2) is not in this tree: cluster/deploy creates no namespace %s", leaseNamespace)
-	} else if err != nil {
-		t.Fatal(err)
+	if _, err := s.c.Kube.CoreV1().Namespaces().Get(ctx, leaseNamespace, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the heartbeat Lease namespace (cluster/deploy/namespace.yaml): %v", err)
 	}
 	s.setGrace(t, testGrace)
 	t.Run("leases renewed by their own nodes", s.testLeases)
