@@ -152,13 +152,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				totals[totalKey{w.probeType, w.key.Container, w.pod.name, w.pod.namespace, w.pod.uid, Result(r)}] += n
 			}
 		}
-		var any bool
+		var seen bool
 		var b [numBuckets + 1]uint64
 		for i := range b {
 			b[i] = s.buckets[i].Load()
-			any = any || b[i] > 0
+			seen = seen || b[i] > 0
 		}
-		if !any {
+		if !seen {
 			continue
 		}
 		k := durKey{w.probeType, w.key.Container, w.pod.name, w.pod.namespace}

@@ -185,7 +185,7 @@ func (r *Rig) RevokeCredentials(ctx context.Context, user string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("rig: the API server still accepts %s's revoked credentials (last answer: %v)", user, err)
+			return fmt.Errorf("rig: the API server still accepts %s's revoked credentials (last answer: %w)", user, err)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

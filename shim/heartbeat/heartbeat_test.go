@@ -106,7 +106,7 @@ func TestRunRenews(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- x.h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); <-done }() //nolint:errcheck // Run ends with the context's error
 
 	first := x.clock.Now()
 	waitFor(t, "the first renewal", func() bool { return !x.leaseMissing() && x.lease().Spec.RenewTime.Time.Equal(first) })

@@ -248,16 +248,6 @@ type running struct {
 	events *record.FakeRecorder
 }
 
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case <-r.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("executor did not stop")
-	}
-}
-
 func startExecutor(t *testing.T, n *fakeNode) *running {
 	t.Helper()
 	cfg, _ := apiServer(t)
@@ -282,7 +272,7 @@ func startExecutor(t *testing.T, n *fakeNode) *running {
 		}
 	}()
 	go func() { r.done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
+	t.Cleanup(func() { cancel(); <-r.done }) //nolint:errcheck // Run ends with the context's error
 	testpoll.Eventually(t, 10*time.Second, func() error {
 		if !e.Synced() {
 			return fmt.Errorf("not synced")

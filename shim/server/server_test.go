@@ -252,7 +252,7 @@ func TestStatusHeartbeat(t *testing.T) {
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Shutdown(context.Background())
+	defer s.Shutdown(context.Background()) //nolint:errcheck // the test is over
 	st, err := FetchStatus(context.Background(), sock)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,9 @@ func TestStatusHeartbeat(t *testing.T) {
 			"lease example-leases/worker-1: last renewed never, NOT renewing: cannot write the lease: forbidden…\n"},
 	} {
 		var out bytes.Buffer
-		WriteStatus(&out, &Status{Node: "worker-1", Time: renewed.Add(3 * time.Second), Heartbeat: &tc.hb})
+		if err := WriteStatus(&out, &Status{Node: "worker-1", Time: renewed.Add(3 * time.Second), Heartbeat: &tc.hb}); err != nil {
+			t.Fatal(err)
+		}
 		if !strings.Contains(out.String(), tc.want) {
 			t.Errorf("status:\n%s\nwant the line %q", out.String(), tc.want)
 		}

@@ -132,6 +132,6 @@ func (h hooks) Stop(ctx context.Context) error {
 // closer is a Component that only releases something on Stop (a runtime
 // connection, a cache of network namespaces), so it is released after
 // everything started later has stopped.
-func closer(name string, close func() error) Component {
-	return hooks{name: name, stop: func(context.Context) error { return close() }}
+func closer(name string, release func() error) Component {
+	return hooks{name: name, stop: func(context.Context) error { return release() }}
 }

@@ -130,7 +130,9 @@ func TestLoop(t *testing.T) {
 	}
 
 	stuck := newLoop("stuck", quietLog(), func(context.Context) error { select {} })
-	stuck.Start(context.Background())
+	if err := stuck.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer scancel()
 	if err := stuck.Stop(sctx); err == nil {

@@ -29,7 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
@@ -290,7 +290,7 @@ func (s *service) runtimeReachable() (bool, string) {
 // buildAPI builds the components that talk to the API server.
 func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide {
 	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	events := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "probeshim", Host: s.cfg.NodeName})
+	events := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "probeshim", Host: s.cfg.NodeName})
 	api := &apiSide{events: broadcaster, eventSink: clients.Kube.CoreV1().Events("")}
 	api.controller = podprobe.New(podprobe.Config{
 		Node:    s.cfg.NodeName,
@@ -466,9 +466,11 @@ func kubeconfigClients(cfg *config.Config) func(func(*http.Request, *http.Respon
 // outside systemd.
 type systemdNotifier struct{}
 
-func (systemdNotifier) Ready(status string)  { systemd.Ready(status) }
-func (systemdNotifier) Status(status string) { systemd.Status(status) }
-func (systemdNotifier) Stopping()            { systemd.Stopping() }
+// A failed notification changes nothing the service could act on: systemd's
+// start timeout and watchdog catch a service it never hears from.
+func (systemdNotifier) Ready(status string)  { _ = systemd.Ready(status) }
+func (systemdNotifier) Status(status string) { _ = systemd.Status(status) }
+func (systemdNotifier) Stopping()            { _ = systemd.Stopping() }
 
 // startup says what start-up waits for, and tells systemd it is up once
 // grace has passed (see readyGrace).

@@ -142,7 +142,7 @@ func (a *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		a.lease(w, r, parts)
 	case r.Method == http.MethodPost || r.Method == http.MethodPatch || r.Method == http.MethodPut:
 		w.WriteHeader(http.StatusCreated)
-		io.Copy(w, r.Body)
+		_, _ = io.Copy(w, r.Body)
 	default:
 		notFound(w)
 	}
@@ -158,7 +158,7 @@ func (a *fakeAPI) lease(w http.ResponseWriter, r *http.Request, parts []string) 
 			notFound(w)
 			return
 		}
-		w.Write(b)
+		_, _ = w.Write(b)
 	case http.MethodPost, http.MethodPut:
 		var obj struct {
 			Metadata struct {
@@ -166,10 +166,13 @@ func (a *fakeAPI) lease(w http.ResponseWriter, r *http.Request, parts []string) 
 			} `json:"metadata"`
 		}
 		b, _ := io.ReadAll(r.Body)
-		json.Unmarshal(b, &obj)
+		if err := json.Unmarshal(b, &obj); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		a.leases[obj.Metadata.Name] = b
 		a.leaseWrites++
-		w.Write(b)
+		_, _ = w.Write(b)
 	}
 }
 
@@ -275,7 +278,7 @@ func (f *fixture) run() (stop func() error) {
 		})
 		return err
 	}
-	f.t.Cleanup(func() { stop() })
+	f.t.Cleanup(func() { _ = stop() }) // a test that cares calls stop itself
 	return stop
 }
 
