@@ -5,8 +5,6 @@ package framework
 import (
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -48,14 +46,9 @@ func DedicatedNodeUser(node string) (user string, groups []string) {
 // status socket.
 func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig string, extra ...string) *NodeService {
 	t.Helper()
-	buildOnce.Do(func() { builtBin, buildErr = BuildBinary("./shim/cmd/probeshim") })
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
 	if kubeconfig == "" {
-		user, groups := NodeServiceUser(n.Name())
 		var err error
-		if kubeconfig, err = c.Rig.Kubeconfig(user, groups...); err != nil {
+		if kubeconfig, err = c.nodeKubeconfig(n.Name()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,27 +56,18 @@ func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := &NodeService{c: c, dir: dir, health: fmt.Sprintf("127.0.0.1:%d", port)}
-	s.args = append([]string{builtBin,
-		"--config", cfgFile,
-		"--node-name", n.Name(),
-		"--kubeconfig", kubeconfig,
-		"--containerd-socket", n.ContainerdSocket(),
-		"--health-address", s.health,
-		"--metrics-address", s.health,
-		"--status-socket", s.StatusSocket(),
-	}, extra...)
-	s.Start(t)
+	s := c.launchNodeService(t, n.Name(), kubeconfig, n.ContainerdSocket(), fmt.Sprintf("127.0.0.1:%d", port), extra)
 	t.Cleanup(func() {
 		s.Resume() //nolint:errcheck // best effort before Stop, which kills it anyway
 		s.Stop()
 	})
 	return s
+}
+
+// nodeKubeconfig is a kubeconfig of node's own identity (NodeServiceUser).
+func (c *Cluster) nodeKubeconfig(node string) (string, error) {
+	user, groups := NodeServiceUser(node)
+	return c.Rig.Kubeconfig(user, groups...)
 }
 
 // CRIOn dials the CRI service of node n's containerd. Close the connection when done.

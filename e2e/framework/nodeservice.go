@@ -131,32 +131,41 @@ func (c *Cluster) InstallCRDs(t testing.TB) {
 // service; it is stopped when the test ends. extra flags are appended.
 func (c *Cluster) StartNodeService(t testing.TB, extra ...string) *NodeService {
 	t.Helper()
+	node := c.Rig.NodeName()
+	kubeconfig, err := c.nodeKubeconfig(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.launchNodeService(t, node, kubeconfig, c.ContainerdSocket(),
+		fmt.Sprintf("127.0.0.1:%d", 20000+os.Getpid()%20000), extra)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// launchNodeService builds the binary (once per test binary) and starts a
+// node service for node with its own folder, config file and status socket.
+func (c *Cluster) launchNodeService(t testing.TB, node, kubeconfig, containerdSocket, health string, extra []string) *NodeService {
+	t.Helper()
 	buildOnce.Do(func() { builtBin, buildErr = BuildBinary("./shim/cmd/probeshim") })
 	if buildErr != nil {
 		t.Fatal(buildErr)
-	}
-	node := c.Rig.NodeName()
-	kubeconfig, err := c.Rig.Kubeconfig("system:node:"+node, "system:nodes")
-	if err != nil {
-		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &NodeService{c: c, dir: dir, health: fmt.Sprintf("127.0.0.1:%d", 20000+os.Getpid()%20000)}
+	s := &NodeService{c: c, dir: dir, health: health}
 	s.args = append([]string{builtBin,
 		"--config", cfgFile,
 		"--node-name", node,
 		"--kubeconfig", kubeconfig,
-		"--containerd-socket", c.ContainerdSocket(),
+		"--containerd-socket", containerdSocket,
 		"--health-address", s.health,
 		"--metrics-address", s.health,
 		"--status-socket", s.StatusSocket(),
 	}, extra...)
 	s.Start(t)
-	t.Cleanup(s.Stop)
 	return s
 }
 

@@ -187,24 +187,7 @@ func TestKillDashNineAfterUpThenStart(t *testing.T) {
 	skipUnlessAvailable(t)
 	cfg := config()
 	cmd, out := startHelper(t)
-	ready := make(chan bool, 1)
-	go func() {
-		for out.Scan() {
-			if strings.HasPrefix(out.Text(), "READY") {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("helper exited before its rig was up")
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatal("helper's rig not up after 3 minutes")
-	}
+	waitHelperReady(t, out, 3*time.Minute)
 	pids := recordedPIDs(t, cfg)
 	// While the helper lives, a Start elsewhere waits for it rather than
 	// tearing its rig down.
@@ -245,24 +228,7 @@ func TestKillDashNineTwoNodesThenOneNodeStart(t *testing.T) {
 	skipUnlessAvailable(t)
 	cfg := config()
 	cmd, out := startHelper(t, "up2")
-	ready := make(chan bool, 1)
-	go func() {
-		for out.Scan() {
-			if strings.HasPrefix(out.Text(), "READY") {
-				ready <- true
-				return
-			}
-		}
-		ready <- false
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("helper exited before its rig was up")
-		}
-	case <-time.After(4 * time.Minute):
-		t.Fatal("helper's two-node rig not up after 4 minutes")
-	}
+	waitHelperReady(t, out, 4*time.Minute)
 	pids := recordedPIDs(t, cfg)
 	if len(pids) < 9 {
 		t.Fatalf("the two-node rig recorded %d processes, want its 9 components at least", len(pids))
@@ -320,3 +286,26 @@ func TestKillDashNineDuringBringUpThenTeardown(t *testing.T) {
 }
 
 var metav1Get = metav1.GetOptions{}
+
+// waitHelperReady waits for the helper to say READY on out: its rig is up.
+func waitHelperReady(t *testing.T, out *bufio.Scanner, within time.Duration) {
+	t.Helper()
+	ready := make(chan bool, 1)
+	go func() {
+		for out.Scan() {
+			if strings.HasPrefix(out.Text(), "READY") {
+				ready <- true
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("helper exited before its rig was up")
+		}
+	case <-time.After(within):
+		t.Fatalf("helper's rig not up after %s", within)
+	}
+}
