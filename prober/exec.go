@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// execGrace is how long past the probe timeout the engine waits for an
-// Execer that failed to enforce the timeout itself.
-var execGrace = 5 * time.Second
+// defaultExecGrace is how long past the probe timeout the engine waits for
+// an Execer that failed to enforce the timeout itself.
+const defaultExecGrace = 5 * time.Second
 
 func (m *Manager) probeExec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (Result, string, error) {
 	if m.exec == nil {
@@ -20,7 +20,7 @@ func (m *Manager) probeExec(ctx context.Context, containerID string, cmd []strin
 	if len(cmd) == 0 {
 		return Failure, "exec probe has no command", nil
 	}
-	ectx, cancel := context.WithTimeout(ctx, timeout+execGrace)
+	ectx, cancel := context.WithTimeout(ctx, timeout+m.execGrace)
 	defer cancel()
 	res, err := m.exec.Exec(ectx, containerID, cmd, timeout)
 	if errors.Is(err, ErrExecTimeout) || (err != nil && ctx.Err() == nil && errors.Is(ectx.Err(), context.DeadlineExceeded)) {

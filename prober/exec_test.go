@@ -59,10 +59,8 @@ func trunc(s string) string {
 // An Execer that does not enforce the timeout is cut off by the engine, and
 // that too is a timeout, not a probe error.
 func TestExecTimeoutBackstop(t *testing.T) {
-	old := execGrace
-	execGrace = 10 * time.Millisecond
-	defer func() { execGrace = old }()
 	h := newHarness(t)
+	h.m.execGrace = 10 * time.Millisecond
 	h.exec.hook = func(ctx context.Context) { <-ctx.Done() }
 	h.exec.push(execOutcome{err: context.DeadlineExceeded})
 	r, msg, err := h.m.probeExec(context.Background(), "c1", []string{"sleep", "9"}, time.Millisecond)

@@ -76,6 +76,7 @@ type Manager struct {
 	clock      clock.Clock
 	containers ContainerSource
 	exec       Execer
+	execGrace  time.Duration // defaultExecGrace; shorter in tests
 	network    Network
 	registerer prometheus.Registerer
 	log        *slog.Logger
@@ -116,6 +117,7 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 		network:     HostNetwork,
 		log:         slog.New(slog.DiscardHandler),
 		jitter:      rand.Float64,
+		execGrace:   defaultExecGrace,
 		wake:        make(chan struct{}, 1),
 		execPool:    pool{name: "exec", limit: DefaultExecConcurrency},
 		netPool:     pool{name: "network", limit: DefaultNetworkConcurrency},
