@@ -85,6 +85,31 @@ func (s *suite) testReregister(t *testing.T) {
 	}
 	t.Logf("new NodePodProbe %s with results %s after the Node's deletion", s.b.Name(), time.Since(t0).Round(time.Millisecond))
 
+	// The heartbeat follows: B's Lease, deleted with the old Node, is renewed again and owned by the
+	// new Node, and the new NodePodProbe records the node service as Live.
+	err = framework.WaitFor(ctx, time.Minute, "Lease "+leaseNamespace+"/"+s.b.Name()+" renewed and owned by the new Node", func(ctx context.Context) (bool, string, error) {
+		lease, err := s.c.Kube.CoordinationV1().Leases(leaseNamespace).Get(ctx, s.b.Name(), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		owned := false
+		for _, ref := range lease.OwnerReferences {
+			owned = owned || ref.Kind == "Node" && ref.UID == newNode.UID
+		}
+		fresh := lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(newNode.CreationTimestamp.Time)
+		npp, err := s.npp(ctx, s.b.Name())
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		state := npp.Annotations[v1alpha1.AnnotationNodeService]
+		return owned && fresh && state == v1alpha1.NodeServiceLive,
+			fmt.Sprintf("owners %v, renewed %v, NodePodProbe says %q", lease.OwnerReferences, lease.Spec.RenewTime, state), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Lease %s renewed under the new Node %s after its deletion", s.b.Name(), time.Since(t0).Round(time.Millisecond))
+
 	// Results flow again, both ways, on B; A never changed.
 	s.setIdle(t, gsB, false)
 	s.waitIdle(t, gsB, corev1.ConditionFalse)
