@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/probeshim/probeshim/e2e/rig/image"
 )
@@ -147,6 +146,7 @@ func (r *Rig) importImages(ctx context.Context, imgs []Image) error {
 		for _, img := range imgs {
 			cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", ContainerdNamespace,
 				"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
+			cmd.SysProcAttr = diesWithRig()
 			if out, err := cmd.CombinedOutput(); err != nil {
 				return fmt.Errorf("ctr images import %s on node %s: %w: %s", img.Ref, n.name, err, out)
 			}
@@ -172,7 +172,7 @@ func goBuildStatic(ctx context.Context, dir string, pkgs ...string) error {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	// Dies with the rig's process, so that a kill -9 leaves no build running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = diesWithRig()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -454,7 +455,16 @@ func (r *Rig) waitFor(ctx context.Context, p *process, what string, timeout time
 }
 
 func (n *Node) containerdServing(ctx context.Context) bool {
-	return exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version").Run() == nil
+	cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version")
+	cmd.SysProcAttr = diesWithRig()
+	return cmd.Run() == nil
+}
+
+// diesWithRig makes a helper command (ctr, go build) die with the process
+// that runs the rig: killed with -9 mid bring-up, it must leave no process
+// a later teardown does not know of.
+func diesWithRig() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 func (r *Rig) proc(name string) *process {
