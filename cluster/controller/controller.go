@@ -21,6 +21,7 @@ import (
 
 	"github.com/probeshim/probeshim/cluster/controller/crr"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
@@ -35,6 +36,15 @@ type options struct {
 	liveness  bool
 	budget    int
 	heartbeat heartbeat.Options
+	holdProbe hold.Func
+	holdCRR   hold.Func
+}
+
+// WithHolds makes the controllers stand aside while another actor does their work (OpenKruise;
+// see cluster/kruise): probes holds the NodePodProbe, PodProbeMarker status, pod status and
+// liveness controllers, crr the ContainerRecreateRequest lifecycle controller.
+func WithHolds(probes, crr hold.Func) Option {
+	return func(o *options) { o.holdProbe, o.holdCRR = probes, crr }
 }
 
 // WithHeartbeat configures the node service heartbeat controller (see heartbeat.Options).
@@ -61,6 +71,14 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	var status []podstatus.Option
 	var live []liveness.Option
 	var recreate []crr.Option
+	if o.holdProbe != nil {
+		npp = append(npp, nodepodprobe.WithHold(o.holdProbe))
+		status = append(status, podstatus.WithHold(o.holdProbe))
+		live = append(live, liveness.WithHold(o.holdProbe))
+	}
+	if o.holdCRR != nil {
+		recreate = append(recreate, crr.WithHold(o.holdCRR))
+	}
 	// Both list pods by node: one index for the manager.
 	pods := nppspec.NewPodIndex(mgr.GetFieldIndexer())
 	npp = append(npp, nodepodprobe.WithPodIndex(pods))

@@ -44,6 +44,11 @@ type ContainerRecreateRequestMutator struct {
 	// Pods reads the target pod. Use an uncached reader: a cache a moment behind would copy the
 	// status context of a container instance that has already been replaced.
 	Pods client.Reader
+	// Hold says why OpenKruise carries out requests now ("" when probeshim does; nil never).
+	// While it holds, a request is admitted as sent, labelled for Kruise (see
+	// v1alpha1.LabelCRRExecutor): Kruise's own webhook completes it, and probeshim's checks
+	// would refuse what that webhook injects.
+	Hold func() string
 }
 
 var _ admission.Handler = &ContainerRecreateRequestMutator{}
@@ -58,6 +63,11 @@ func (m *ContainerRecreateRequestMutator) Handle(ctx context.Context, req admiss
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ContainerRecreateRequest: %w", err))
 	}
 	crr.Namespace = req.Namespace
+	if m.Hold != nil {
+		if why := m.Hold(); why != "" {
+			return markForKruise(req.Object.Raw, why)
+		}
+	}
 
 	specPath := field.NewPath("spec")
 	var errs field.ErrorList
@@ -247,6 +257,7 @@ func applyInjection(raw []byte, inj *injection) ([]byte, error) {
 	for k, v := range inj.labels {
 		labels[k] = v
 	}
+	delete(labels, v1alpha1.LabelCRRExecutor) // probeshim executes it: only admission decides
 	spec := childObject(obj, "spec")
 	strategy := childObject(spec, "strategy")
 	if fp, _ := strategy["failurePolicy"].(string); fp == "" {
@@ -276,6 +287,24 @@ func applyInjection(raw []byte, inj *injection) ([]byte, error) {
 	return json.Marshal(obj)
 }
 
+// markForKruise admits a request unchanged but for the label that hands it to kruise-daemon.
+func markForKruise(raw []byte, why string) admission.Response {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	childObject(childObject(obj, "metadata"), "labels")[v1alpha1.LabelCRRExecutor] = v1alpha1.CRRExecutorKruise
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	resp := admission.PatchResponseFromRaw(raw, mutated)
+	resp.Warnings = []string{"carried out by OpenKruise, not probeshim: " + why}
+	return resp
+}
+
 // childObject returns obj[key] as an object, creating it when absent or null.
 func childObject(obj map[string]any, key string) map[string]any {
 	if m, ok := obj[key].(map[string]any); ok {
@@ -303,6 +332,8 @@ func objName(name, generateName string) string {
 type ContainerRecreateRequestValidator struct {
 	// Pods reads the target pod; an uncached reader, as for the mutator.
 	Pods client.Reader
+	// Hold, as for the mutator: while it holds, requests are OpenKruise's to check.
+	Hold func() string
 }
 
 var _ admission.Handler = &ContainerRecreateRequestValidator{}
@@ -315,6 +346,9 @@ func (v *ContainerRecreateRequestValidator) Handle(ctx context.Context, req admi
 	crr := &v1alpha1.ContainerRecreateRequest{}
 	if err := json.Unmarshal(req.Object.Raw, crr); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding ContainerRecreateRequest: %w", err))
+	}
+	if v.Hold != nil && v.Hold() != "" {
+		return admission.Allowed("carried out by OpenKruise")
 	}
 	var errs field.ErrorList
 	if req.Operation == admissionv1.Update {
@@ -393,6 +427,12 @@ func ValidateContainerRecreateRequestUpdate(crr, old *v1alpha1.ContainerRecreate
 			msg = `must stay "true" until it is removed`
 		}
 		errs = append(errs, field.Forbidden(lPath.Key(v1alpha1.LabelCRRActive), msg))
+	}
+	if _, had := old.Labels[v1alpha1.LabelCRRExecutor]; !had {
+		if _, has := crr.Labels[v1alpha1.LabelCRRExecutor]; has {
+			errs = append(errs, field.Forbidden(lPath.Key(v1alpha1.LabelCRRExecutor),
+				"set only by admission while OpenKruise carries out requests; it can be removed (handover), not added"))
+		}
 	}
 	if was, ok := old.Annotations[v1alpha1.AnnotationCRRUnreadyAcquired]; ok && crr.Annotations[v1alpha1.AnnotationCRRUnreadyAcquired] != was {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationCRRUnreadyAcquired),

@@ -28,10 +28,17 @@ type Server interface {
 // SubjectAccessReviews of the pods/exec and pods/portforward checks, as the deployment's own identity. pods
 // reads the target pods of ContainerRecreateRequests; pass an uncached reader (the manager's
 // APIReader), since a request must copy the status of the container instance running now.
-func Register(srv Server, reviewer AccessReviewer, pods client.Reader) {
+//
+// crrHold (optional) says why OpenKruise carries out ContainerRecreateRequests now ("" when
+// probeshim does); see ContainerRecreateRequestMutator.Hold.
+func Register(srv Server, reviewer AccessReviewer, pods client.Reader, crrHold ...func() string) {
+	var hold func() string
+	if len(crrHold) > 0 {
+		hold = crrHold[0]
+	}
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
-	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods}})
-	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods}})
+	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: hold}})
+	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods, Hold: hold}})
 }

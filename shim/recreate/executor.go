@@ -78,7 +78,7 @@ type Containers interface {
 // Config wires an Executor.
 type Config struct {
 	// Node is this node's name: only requests labelled crr.apps.kruise.io/node-name=<Node> are
-	// seen, and only pods bound to it.
+	// seen (and not those labelled probeshim.io/crr-executor=kruise), and only pods bound to it.
 	Node string
 	// Client talks to apps.kruise.io/v1alpha1 (shim/kube.Clients.Kruise).
 	Client rest.Interface
@@ -128,7 +128,9 @@ func New(cfg Config) *Executor {
 	}
 	e := &Executor{cfg: cfg, log: cfg.Log.WithField("node", cfg.Node), ready: make(chan struct{}), workers: map[string]*podWorker{}}
 
-	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelCRRNodeName: cfg.Node, v1alpha1.LabelCRRActive: "true"}).String()
+	// Requests the cluster part labelled for OpenKruise are kruise-daemon's (v1alpha1.LabelCRRExecutor).
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelCRRNodeName: cfg.Node, v1alpha1.LabelCRRActive: "true"}).String() +
+		"," + v1alpha1.LabelCRRExecutor + "!=" + v1alpha1.CRRExecutorKruise
 	crrLW := cache.NewFilteredListWatchFromClient(cfg.Client, "containerrecreaterequests", metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	e.crrInf = cache.NewSharedIndexInformer(crrLW, &v1alpha1.ContainerRecreateRequest{}, 0, cache.Indexers{podUIDIndex: func(obj any) ([]string, error) {

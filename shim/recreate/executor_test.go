@@ -475,6 +475,30 @@ func TestExecutorOnlyOwnNode(t *testing.T) {
 	waitSummary(t, c, crr, " done=false ", time.Second)
 }
 
+// A request the cluster part handed to OpenKruise is kruise-daemon's: not touched while labelled;
+// once the handover removes the label (adoption), carried out.
+func TestExecutorLeavesKruisesRequests(t *testing.T) {
+	n, c := setup(t, nil)
+	startExecutor(t, n)
+	crr := request(t, c, n, "kruises", func(r *v1alpha1.ContainerRecreateRequest) {
+		r.Labels[v1alpha1.LabelCRRExecutor] = v1alpha1.CRRExecutorKruise
+	})
+	time.Sleep(1500 * time.Millisecond) // nothing to poll for: the executor must do nothing
+	waitSummary(t, c, crr, " done=false ", time.Second)
+	if s := n.stopped(); len(s) != 0 {
+		t.Fatalf("stopped %v while the request was Kruise's", s)
+	}
+	cur := &v1alpha1.ContainerRecreateRequest{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(crr), cur); err != nil {
+		t.Fatal(err)
+	}
+	delete(cur.Labels, v1alpha1.LabelCRRExecutor)
+	if err := c.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, c, crr, "Completed done=true a=Succeeded(killed) b=Succeeded(killed)", 10*time.Second)
+}
+
 // A request in another namespace whose pod-uid label names this pod (written past admission):
 // refused with a message, nothing run, nothing stopped.
 func TestExecutorRefusesAnotherNamespacesPod(t *testing.T) {

@@ -46,6 +46,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -80,7 +81,11 @@ type options struct {
 	workers int
 	clock   clock.PassiveClock
 	pickup  time.Duration
+	hold    hold.Func
 }
+
+// WithHold makes the controller stand aside while f says why (another actor does the work).
+func WithHold(f hold.Func) Option { return func(o *options) { o.hold = f } }
 
 // WithWorkers sets how many pods are reconciled at once (default 2).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
@@ -103,7 +108,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), live: mgr.GetAPIReader(), clock: o.clock, pickup: o.pickup,
+	r := &reconciler{hold: o.hold, client: mgr.GetClient(), live: mgr.GetAPIReader(), clock: o.clock, pickup: o.pickup,
 		recorder: mgr.GetEventRecorder(ControllerName)}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -149,6 +154,7 @@ func podChanged() predicate.Predicate {
 }
 
 type reconciler struct {
+	hold     hold.Func
 	client   client.Client
 	live     client.Reader
 	clock    clock.PassiveClock
@@ -157,6 +163,9 @@ type reconciler struct {
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if res, held := hold.Check(ctx, r.hold); held {
+		return res, nil
+	}
 	var list v1alpha1.ContainerRecreateRequestList
 	if err := r.client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{podNameIndex: req.Name}); err != nil {
 		return reconcile.Result{}, err

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
 
@@ -56,7 +57,11 @@ type Option func(*options)
 type options struct {
 	workers int
 	pods    *nppspec.PodIndex
+	hold    hold.Func
 }
+
+// WithHold makes the controller stand aside while f says why (another actor does the work).
+func WithHold(f hold.Func) Option { return func(o *options) { o.hold = f } }
 
 // WithPodIndex shares the index of pods by node with the other controllers of the manager
 // (default: the controller adds it itself).
@@ -77,7 +82,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	if err := o.pods.Ensure(context.Background()); err != nil {
 		return err
 	}
-	r := &reconciler{client: mgr.GetClient(), live: mgr.GetAPIReader(),
+	r := &reconciler{hold: o.hold, client: mgr.GetClient(), live: mgr.GetAPIReader(),
 		recorder: mgr.GetEventRecorder(ControllerName)}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -90,6 +95,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 }
 
 type reconciler struct {
+	hold     hold.Func
 	client   client.Client
 	live     client.Reader
 	recorder events.EventRecorder
@@ -98,6 +104,9 @@ type reconciler struct {
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if res, held := hold.Check(ctx, r.hold); held {
+		return res, nil
+	}
 	npp := &v1alpha1.NodePodProbe{}
 	if err := r.client.Get(ctx, req.NamespacedName, npp); err != nil || npp.DeletionTimestamp != nil {
 		if apierrors.IsNotFound(err) {

@@ -19,6 +19,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
 
@@ -36,6 +37,7 @@ const (
 // node does (created once the node is Ready) and whose marker probes are exactly those the
 // markers ask for on the node's probeable pods.
 type nodeReconciler struct {
+	hold     hold.Func
 	client   client.Client
 	live     client.Reader // uncached, to re-read after a conflict
 	recorder events.EventRecorder
@@ -51,6 +53,9 @@ type nodeReconciler struct {
 }
 
 func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if res, held := hold.Check(ctx, r.hold); held {
+		return res, nil
+	}
 	name := req.Name
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil && !apierrors.IsNotFound(err) {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
 
@@ -52,7 +53,11 @@ type options struct {
 	workers int
 	pods    *nppspec.PodIndex
 	budget  int
+	hold    hold.Func
 }
+
+// WithHold makes the controller stand aside while f says why (another actor does the work).
+func WithHold(f hold.Func) Option { return func(o *options) { o.hold = f } }
 
 // WithPodIndex shares the index of pods by node with the other controllers of the manager
 // (default: the controller adds it itself).
@@ -88,7 +93,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 	left := &budgetBook{}
 	changed := make(chan event.GenericEvent, 1024)
-	nodes := &nodeReconciler{client: c, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName),
+	nodes := &nodeReconciler{hold: o.hold, client: c, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder(ControllerName),
 		budget: o.budget, left: left, changed: changed}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -114,7 +119,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
-		Complete(&statusReconciler{client: c, left: left})
+		Complete(&statusReconciler{hold: o.hold, client: c, left: left})
 }
 
 // nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only

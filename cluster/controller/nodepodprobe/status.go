@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
 
@@ -54,11 +55,15 @@ func indexNPPByMarker(o client.Object) []string {
 // the marker's probes out over their budget (a node that leaves them out counts as placed, so
 // observedGeneration still moves on); True once a condition was set and no node leaves them out.
 type statusReconciler struct {
+	hold   hold.Func
 	client client.Client
 	left   *budgetBook
 }
 
 func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if res, held := hold.Check(ctx, r.hold); held {
+		return res, nil
+	}
 	m := &v1alpha1.PodProbeMarker{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil || m.DeletionTimestamp != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 )
 
@@ -56,7 +57,11 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	hold    hold.Func
 }
+
+// WithHold makes the controller stand aside while f says why (another actor does the work).
+func WithHold(f hold.Func) Option { return func(o *options) { o.hold = f } }
 
 // WithWorkers sets how many pods are reconciled at once (default 4).
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
@@ -75,14 +80,18 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToPods(c)),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, onSilentChanged()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
-		Complete(&reconciler{client: c})
+		Complete(&reconciler{hold: o.hold, client: c})
 }
 
 type reconciler struct {
+	hold   hold.Func
 	client client.Client
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if res, held := hold.Check(ctx, r.hold); held {
+		return res, nil
+	}
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
