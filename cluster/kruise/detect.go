@@ -55,6 +55,9 @@ type Observation struct {
 	GatesRead bool            `json:"gatesRead"`
 	// CRRStorage is the version ContainerRecreateRequests are stored as ("" when unknown).
 	CRRStorage string `json:"crrStorage,omitempty"`
+	// HandedOver lists the work handed over to probeshim (the handover record): its Kruise
+	// webhook entry, if kruise-manager puts it back, is the keeper's to remove, not a conflict.
+	HandedOver []Work `json:"handedOver,omitempty"`
 	// Unreadable lists what could not be read (no permission, API errors); each counts as live.
 	Unreadable []string `json:"unreadable,omitempty"`
 }
@@ -143,7 +146,14 @@ func (o Observation) Conflicts() []Conflict {
 	}
 	// Unreadable parts are assumed live: holding off for nothing is recoverable, two actors are not.
 	unsure := len(o.Unreadable) > 0
-	hasHook := func(n string) bool { return slices.Contains(o.Webhooks, n) }
+	hasHook := func(n string) bool {
+		for _, w := range o.HandedOver {
+			if _, h := EntryFor(w); h == n {
+				return false
+			}
+		}
+		return slices.Contains(o.Webhooks, n)
+	}
 	if hasHook(WebhookPPM) {
 		add("webhook "+WebhookPPM, "PodProbeMarker admission and controllers", WorkProbes,
 			"Kruise's webhook validates every PodProbeMarker write, and denies them all while its gate is off")

@@ -108,6 +108,15 @@ func (d *Detector) Look(ctx context.Context) Observation {
 		ns = DefaultNamespace
 	}
 	obs := Observe(ctx, d.Reader, ns)
+	if rec, _, err := ReadRecord(ctx, d.Reader, d.Namespace); err != nil {
+		obs.Unreadable = append(obs.Unreadable, "the handover record: "+err.Error())
+	} else {
+		for _, w := range []Work{WorkProbes, WorkCRR} {
+			if _, ok := rec[w]; ok {
+				obs.HandedOver = append(obs.HandedOver, w)
+			}
+		}
+	}
 	conflicts := obs.Conflicts()
 	d.mu.Lock()
 	first := !d.seen

@@ -20,6 +20,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
+	"github.com/probeshim/probeshim/cluster/kruise"
 )
 
 // options are the command's flags.
@@ -47,6 +48,10 @@ type options struct {
 
 	nodeProbeBudget  int
 	nodeServiceGrace time.Duration
+
+	kruiseNamespace    string
+	kruiseDetectPeriod time.Duration
+	kruiseKeepPeriod   time.Duration
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -75,6 +80,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
 	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; over it, markers of the namespaces over their fair share are left out on that node (enhanced liveness probes never are); keep it well under etcd's request limit (1.5 MiB by default)")
 	fs.DurationVar(&o.nodeServiceGrace, "node-service-grace", heartbeat.DefaultGrace, "how old a node service's heartbeat Lease (probeshim-node-lease/<node>, renewed every 10s) may be before its node counts as silent: its pods' marker conditions go Unknown, their marks follow each marker's probeshim.io/on-node-service-silent, and liveness restarts on the node are held")
+	fs.StringVar(&o.kruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "namespace of OpenKruise's kruise-controller-manager and kruise-daemon, for detecting them")
+	fs.DurationVar(&o.kruiseDetectPeriod, "kruise-detect-period", kruise.DefaultPeriod, "how often to look for OpenKruise parts that do probeshim's work (status: ConfigMap probeshim-kruise-status); probeshim holds that work off while they are live; 0 turns detection and holding off (only where Kruise is certainly absent)")
+	fs.DurationVar(&o.kruiseKeepPeriod, "kruise-keep-period", kruise.DefaultKeepPeriod, "after a 'kruise handover', how often to remove again the Kruise webhook entries kruise-manager puts back")
 	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
 }
 
@@ -98,6 +106,9 @@ func (o *options) complete() error {
 	if o.nodeServiceGrace < 20*time.Second {
 		errs = append(errs, fmt.Errorf("--node-service-grace %s: want at least 20s, two renew periods of the node service", o.nodeServiceGrace))
 	}
+	if o.kruiseDetectPeriod < 0 || (o.kruiseDetectPeriod > 0 && o.kruiseDetectPeriod < time.Second) {
+		errs = append(errs, fmt.Errorf("--kruise-detect-period %s: want 0 or at least 1s", o.kruiseDetectPeriod))
+	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))
 	}
@@ -115,6 +126,9 @@ func (o *options) extraNames() []string {
 }
 
 func main() {
+	if code, ok := kruiseSubcommand(); ok {
+		os.Exit(code)
+	}
 	var o options
 	o.bind(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -28,6 +29,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/decider"
+	"github.com/probeshim/probeshim/cluster/kruise"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 )
 
@@ -41,6 +43,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil { // Kruise's CRR storage version
 		return err
 	}
 
@@ -117,7 +122,27 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 
-	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader())
+	// OpenKruise: detected on every replica (the webhooks ask it) before the webhook server
+	// starts, then every period; the controllers and the CRR webhooks hold off what Kruise does.
+	var holdProbes, holdCRR func() string
+	if o.kruiseDetectPeriod > 0 {
+		det := &kruise.Detector{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kruise-detector"),
+			Namespace: o.namespace, KruiseNamespace: o.kruiseNamespace, Period: o.kruiseDetectPeriod}
+		if err := det.NewGauge(ctrlmetrics.Registry); err != nil {
+			return err
+		}
+		server.prepare = append(server.prepare, step{"OpenKruise detection", func(ctx context.Context) error { det.Look(ctx); return nil }})
+		if err := mgr.Add(det); err != nil {
+			return err
+		}
+		holdProbes = func() string { return det.Holds(kruise.WorkProbes) }
+		holdCRR = func() string { return det.Holds(kruise.WorkCRR) }
+		if err := mgr.Add(&kruise.Keeper{Client: mgr.GetClient(), Namespace: o.namespace, Period: o.kruiseKeepPeriod,
+			Recorder: mgr.GetEventRecorder("kruise-keeper")}); err != nil {
+			return err
+		}
+	}
+	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), holdCRR)
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err
@@ -126,7 +151,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 
-	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget),
+	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget), controller.WithHolds(holdProbes, holdCRR),
 		controller.WithHeartbeat(heartbeat.Options{Grace: o.nodeServiceGrace})); err != nil {
 		return err
 	}

@@ -1,0 +1,289 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package kruise
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+)
+
+// HandoverOptions says what to hand over (or give back) and how.
+type HandoverOptions struct {
+	Probes, CRR bool
+	DryRun      bool
+	Rollback    bool
+	// Namespace is probeshim's (the handover record); KruiseNamespace Kruise's.
+	Namespace       string
+	KruiseNamespace string
+	Out             io.Writer
+}
+
+func (o HandoverOptions) works() []Work {
+	var ws []Work
+	if o.Probes {
+		ws = append(ws, WorkProbes)
+	}
+	if o.CRR {
+		ws = append(ws, WorkCRR)
+	}
+	return ws
+}
+
+// Handover hands the chosen work over from Kruise to probeshim, or back with Rollback. Every step
+// checks before it writes, so running it again does nothing more; DryRun prints what it would do.
+func Handover(ctx context.Context, c client.Client, o HandoverOptions) error {
+	if !o.Probes && !o.CRR {
+		return errors.New("say what to hand over: --probes, --crr or both")
+	}
+	if o.KruiseNamespace == "" {
+		o.KruiseNamespace = DefaultNamespace
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	p := func(format string, a ...any) {
+		prefix := ""
+		if o.DryRun {
+			prefix = "(dry run) "
+		}
+		fmt.Fprintf(o.Out, prefix+format+"\n", a...)
+	}
+	if o.Rollback {
+		return rollback(ctx, c, o, p)
+	}
+
+	obs := Observe(ctx, c, o.KruiseNamespace)
+	if err := preflight(obs, o); err != nil {
+		return err
+	}
+	rec, cm, err := ReadRecord(ctx, c, o.Namespace)
+	if err != nil {
+		return fmt.Errorf("reading the handover record %s/%s: %w", o.Namespace, HandoverConfigMap, err)
+	}
+	for _, w := range o.works() {
+		rm, wrote, err := Strip(ctx, c, w, o.DryRun)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			p("removed webhook %s from %s (.webhooks and its template annotation)", rm.Webhook, rm.Config)
+		} else {
+			p("webhook %s: already absent from %s", rm.Webhook, rm.Config)
+		}
+		if prev, ok := rec[w]; ok && len(rm.Entry) == 0 && len(rm.Template) == 0 {
+			rm = prev // a second run keeps what the first removed, for --rollback
+		}
+		rec[w] = rm
+	}
+	if err := writeRecord(ctx, c, o.Namespace, cm, rec, o.DryRun); err != nil {
+		return err
+	}
+	p("handover record %s/%s lists %v: probeshim-cluster keeps those entries removed", o.Namespace, HandoverConfigMap, o.works())
+	if o.Probes {
+		if err := adoptProbes(ctx, c, o, p); err != nil {
+			return err
+		}
+	}
+	if o.CRR {
+		if err := adoptCRR(ctx, c, o, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preflight refuses a handover that would leave two actors: Kruise's gates must be off first.
+func preflight(obs Observation, o HandoverOptions) error {
+	var errs []error
+	if len(obs.Unreadable) > 0 {
+		errs = append(errs, fmt.Errorf("cannot see all of Kruise, so cannot tell it is stopped: %v", obs.Unreadable))
+	}
+	if o.Probes && obs.Gates[GatePodProbeMarker] && (obs.Manager || obs.Daemon) {
+		errs = append(errs, fmt.Errorf("Kruise still probes (feature gate %s is on): set it to false in Kruise's featureGates "+
+			"(e.g. helm upgrade kruise openkruise/kruise --reuse-values --set featureGates=%s=false), then run this again", GatePodProbeMarker, GatePodProbeMarker))
+	}
+	if o.CRR && obs.Gates[GateKruiseDaemon] && (obs.Manager || obs.Daemon) {
+		errs = append(errs, fmt.Errorf("Kruise still carries out ContainerRecreateRequests (feature gate %s is on): set it to false "+
+			"(this also stops kruise-daemon's image pulling and every other daemon feature), then run this again", GateKruiseDaemon))
+	}
+	if o.CRR && obs.Daemon {
+		errs = append(errs, fmt.Errorf("DaemonSet %s/%s still exists: its pods would carry out requests too; wait for Kruise's chart to remove it", o.KruiseNamespace, DaemonName))
+	}
+	if o.CRR && obs.CRRStorage != "" && obs.CRRStorage != "v1alpha1" {
+		errs = append(errs, fmt.Errorf("this cluster stores ContainerRecreateRequests as %s (a Kruise build newer than v1.9); probeshim serves "+
+			"v1alpha1 only and has no conversion for it: hand over --probes only, and keep Kruise for ContainerRecreateRequests", obs.CRRStorage))
+	}
+	return errors.Join(errs...)
+}
+
+func writeRecord(ctx context.Context, c client.Client, ns string, cm *corev1.ConfigMap, rec Record, dryRun bool) error {
+	data := map[string]string{}
+	for w, rm := range rec {
+		b, err := json.Marshal(rm)
+		if err != nil {
+			return err
+		}
+		data[string(w)] = string(b)
+	}
+	if dryRun {
+		return nil
+	}
+	if cm == nil {
+		if len(data) == 0 {
+			return nil
+		}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: HandoverConfigMap}, Data: data}
+		return c.Create(ctx, cm)
+	}
+	if len(data) == 0 {
+		return client.IgnoreNotFound(c.Delete(ctx, cm))
+	}
+	cm.Data = data
+	return c.Update(ctx, cm)
+}
+
+// adoptProbes: Kruise's PodProbeMarker finalizer would keep deleted markers Terminating forever
+// now that Kruise's controller is off; probeshim keeps no finalizer (its NodePodProbe entries go
+// with the pods and markers they come from). The rest is the controllers' once they stop holding:
+// status.observedGeneration and matchedPods, each node's NodePodProbe (probeshim adds its Node
+// owner reference and replaces Kruise's "<marker>#<probe>" entries with its own), and the pod
+// conditions Kruise left (the next result rewrites each and records it as probeshim's).
+func adoptProbes(ctx context.Context, c client.Client, o HandoverOptions, p func(string, ...any)) error {
+	var ppms v1alpha1.PodProbeMarkerList
+	if err := c.List(ctx, &ppms); err != nil {
+		return fmt.Errorf("listing PodProbeMarkers: %w", err)
+	}
+	for i := range ppms.Items {
+		m := &ppms.Items[i]
+		if !slices.Contains(m.Finalizers, FinalizerPPM) {
+			continue
+		}
+		if !o.DryRun {
+			patch := client.MergeFrom(m.DeepCopy())
+			m.Finalizers = slices.DeleteFunc(m.Finalizers, func(f string) bool { return f == FinalizerPPM })
+			if err := c.Patch(ctx, m, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("PodProbeMarker %s/%s: removing %s: %w", m.Namespace, m.Name, FinalizerPPM, err)
+			}
+		}
+		p("PodProbeMarker %s/%s: removed Kruise's finalizer %s", m.Namespace, m.Name, FinalizerPPM)
+	}
+	var npps v1alpha1.NodePodProbeList
+	if err := c.List(ctx, &npps); err != nil {
+		return fmt.Errorf("listing NodePodProbes: %w", err)
+	}
+	for _, n := range npps.Items {
+		if !slices.ContainsFunc(n.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Kind == "Node" }) {
+			p("NodePodProbe %s: Kruise's (%d pods); probeshim's nodepodprobe controller adopts it and rewrites its entries", n.Name, len(n.Spec.PodProbes))
+		}
+	}
+	p("PodProbeMarkers: %d; probeshim writes their status (observedGeneration, matchedPods) and pod conditions from now on", len(ppms.Items))
+	return nil
+}
+
+// adoptCRR hands the requests Kruise admitted to probeshim's node services (by removing the label
+// that kept them away) and drops Kruise's unready-acquired finalizer, which only kruise-manager
+// removes: probeshim's lifecycle controller keeps the pod's KruisePodReady holders in the same
+// form ({userAgent: ContainerRecreateRequest, key: <ns>/<name>}) and releases them when a request
+// ends.
+func adoptCRR(ctx context.Context, c client.Client, o HandoverOptions, p func(string, ...any)) error {
+	var crrs v1alpha1.ContainerRecreateRequestList
+	if err := c.List(ctx, &crrs); err != nil {
+		return fmt.Errorf("listing ContainerRecreateRequests: %w", err)
+	}
+	for i := range crrs.Items {
+		r := &crrs.Items[i]
+		_, labelled := r.Labels[v1alpha1.LabelCRRExecutor]
+		fin := slices.Contains(r.Finalizers, FinalizerCRRUnready)
+		if !labelled && !fin {
+			continue
+		}
+		if !o.DryRun {
+			patch := client.MergeFrom(r.DeepCopy())
+			delete(r.Labels, v1alpha1.LabelCRRExecutor)
+			r.Finalizers = slices.DeleteFunc(r.Finalizers, func(f string) bool { return f == FinalizerCRRUnready })
+			if err := c.Patch(ctx, r, patch); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("ContainerRecreateRequest %s/%s: %w", r.Namespace, r.Name, err)
+			}
+		}
+		state := "completed"
+		if r.Labels[v1alpha1.LabelCRRActive] == "true" || r.Status.CompletionTime == nil {
+			state = "in flight (phase " + string(r.Status.Phase) + ")"
+		}
+		p("ContainerRecreateRequest %s/%s, %s: adopted (executor label removed: %t, finalizer %s removed: %t)",
+			r.Namespace, r.Name, state, labelled, FinalizerCRRUnready, fin)
+	}
+	return nil
+}
+
+// rollback gives the work back: the record loses it (the keeper stops), the webhook entries come
+// back as they were. Kruise's gates are the admin's to turn on afterwards. ContainerRecreateRequests
+// in flight with probeshim are waited for, not handed over midway.
+func rollback(ctx context.Context, c client.Client, o HandoverOptions, p func(string, ...any)) error {
+	rec, cm, err := ReadRecord(ctx, c, o.Namespace)
+	if err != nil {
+		return err
+	}
+	if o.CRR {
+		var crrs v1alpha1.ContainerRecreateRequestList
+		if err := c.List(ctx, &crrs, client.MatchingLabels{v1alpha1.LabelCRRActive: "true"}); err != nil {
+			return fmt.Errorf("listing ContainerRecreateRequests: %w", err)
+		}
+		var busy []string
+		for _, r := range crrs.Items {
+			if r.Labels[v1alpha1.LabelCRRExecutor] == "" {
+				busy = append(busy, r.Namespace+"/"+r.Name)
+			}
+		}
+		if len(busy) > 0 {
+			return fmt.Errorf("probeshim is carrying out %d ContainerRecreateRequests (%v): run the rollback again once they completed", len(busy), busy)
+		}
+	}
+	// The record first: once it lost the work the keeper no longer strips what is restored.
+	given := Record{}
+	for _, w := range o.works() {
+		if rm, ok := rec[w]; ok {
+			given[w] = rm
+			delete(rec, w)
+		} else {
+			p("%s: not handed over (nothing in %s/%s)", w, o.Namespace, HandoverConfigMap)
+		}
+	}
+	if err := writeRecord(ctx, c, o.Namespace, cm, rec, o.DryRun); err != nil {
+		return err
+	}
+	for _, w := range o.works() {
+		rm, ok := given[w]
+		if !ok {
+			continue
+		}
+		restored, err := Restore(ctx, c, rm, o.DryRun)
+		switch {
+		case apierrors.IsNotFound(err):
+			p("%s: Kruise's %s is gone; nothing to restore", w, rm.Config)
+		case err != nil:
+			return fmt.Errorf("restoring %s in %s: %w", rm.Webhook, rm.Config, err)
+		case restored:
+			p("restored webhook %s in %s", rm.Webhook, rm.Config)
+		default:
+			p("webhook %s: already in %s", rm.Webhook, rm.Config)
+		}
+	}
+	if o.Probes {
+		p("next: set Kruise's %s=true; probeshim holds its probe work off as soon as it sees Kruise's probe path live", GatePodProbeMarker)
+	}
+	if o.CRR {
+		p("next: set Kruise's %s=true; new requests are then admitted for kruise-daemon", GateKruiseDaemon)
+	}
+	return nil
+}
