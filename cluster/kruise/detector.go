@@ -213,3 +213,8 @@ func holdsLine(obs Observation) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// GaugeFor returns the conflict gauge of one pair (for tests and debugging).
+func (d *Detector) GaugeFor(kruisePart, probeshimPart string, w Work) prometheus.Gauge {
+	return d.gauge.WithLabelValues(kruisePart, probeshimPart, string(w))
+}
