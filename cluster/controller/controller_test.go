@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,19 @@ var (
 
 const wait = 10 * time.Second
 
+// heldProbes and heldCRR stand in for the OpenKruise detector: "" unless a test holds the work.
+var heldProbes, heldCRR atomic.Value
+
+func init() {
+	heldProbes.Store("")
+	heldCRR.Store("")
+}
+
 func TestMain(m *testing.M) {
-	testenv.Main(m, func(mgr ctrl.Manager) error { return controller.SetupWithManager(mgr) }, &env, &skipReason)
+	testenv.Main(m, func(mgr ctrl.Manager) error {
+		return controller.SetupWithManager(mgr, controller.WithHolds(
+			func() string { return heldProbes.Load().(string) }, func() string { return heldCRR.Load().(string) }))
+	}, &env, &skipReason)
 }
 
 func spec(node string) (string, error) {
