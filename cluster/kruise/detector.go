@@ -39,7 +39,7 @@ const (
 // It runs on every replica (webhooks consult it); until its first look it holds everything.
 type Detector struct {
 	Reader    client.Reader // uncached: the objects are few and named
-	Writer    client.Client // nil: publish nothing (the handover tool)
+	Writer    client.Client // nil: publish nothing; uncached, like Reader
 	Recorder  events.EventRecorder
 	Namespace string // probeshim's, for the status ConfigMap
 	// KruiseNamespace is where kruise-manager and kruise-daemon run.
@@ -188,7 +188,7 @@ func (d *Detector) publish(ctx context.Context, obs Observation, conflicts []Con
 		"holds":       holdsLine(obs),
 	}
 	cm := &corev1.ConfigMap{}
-	err = d.Writer.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: StatusConfigMap}, cm)
+	err = d.Reader.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: StatusConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: StatusConfigMap}, Data: data}
 		return cm, d.Writer.Create(ctx, cm)

@@ -24,7 +24,7 @@ const ReasonKept = "KruiseWebhookRemoved"
 // rebuilds its configurations from the template every minute, and a Kruise upgrade rewrites
 // both. Without the record (no handover, or after --rollback) it does nothing: the opt-in.
 type Keeper struct {
-	Client    client.Client // direct reads: two named objects, no cluster-wide watch needed
+	Client    client.Client // uncached: two named objects, no cluster-wide watch wanted
 	Namespace string        // probeshim's, where the record is
 	Period    time.Duration
 	Recorder  events.EventRecorder

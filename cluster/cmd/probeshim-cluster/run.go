@@ -126,7 +126,13 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	// starts, then every period; the controllers and the CRR webhooks hold off what Kruise does.
 	var holdProbes, holdCRR func() string
 	if o.kruiseDetectPeriod > 0 {
-		det := &kruise.Detector{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kruise-detector"),
+		// Uncached: a cached read of these few named objects would start cluster-wide watches
+		// the deployment has no permission for (and would wait for them forever).
+		direct, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return err
+		}
+		det := &kruise.Detector{Reader: direct, Writer: direct, Recorder: mgr.GetEventRecorder("kruise-detector"),
 			Namespace: o.namespace, KruiseNamespace: o.kruiseNamespace, Period: o.kruiseDetectPeriod}
 		if err := det.NewGauge(ctrlmetrics.Registry); err != nil {
 			return err
@@ -137,7 +143,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 		holdProbes = func() string { return det.Holds(kruise.WorkProbes) }
 		holdCRR = func() string { return det.Holds(kruise.WorkCRR) }
-		if err := mgr.Add(&kruise.Keeper{Client: mgr.GetClient(), Namespace: o.namespace, Period: o.kruiseKeepPeriod,
+		if err := mgr.Add(&kruise.Keeper{Client: direct, Namespace: o.namespace, Period: o.kruiseKeepPeriod,
 			Recorder: mgr.GetEventRecorder("kruise-keeper")}); err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
+	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
@@ -197,6 +198,16 @@ func TestRun(t *testing.T) {
 	}
 	if params.Data[probeshimwebhook.ParamClusterUsername] != self || params.Data[probeshimwebhook.ParamNodeUserPrefix] != "probeshim:node:" {
 		t.Errorf("policy parameters %v", params.Data)
+	}
+
+	// OpenKruise detection ran as the service account (its RBAC reads every Kruise object it
+	// looks for: a forbidden read would hold all work off) and found nothing to hold off.
+	kst := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: kruise.StatusConfigMap}, kst); err != nil {
+		t.Fatal(err)
+	}
+	if kst.Data["holds"] != "probes: probeshim acts; crr: probeshim acts" {
+		t.Errorf("OpenKruise status %v", kst.Data)
 	}
 
 	// /metrics answers only callers the API server authenticates and authorizes for it.
