@@ -215,6 +215,42 @@ func TestCertManagerComponent(t *testing.T) {
 	}
 }
 
+// The beside-kruise component leaves Kruise's CRDs alone and everything else in.
+func TestBesideKruiseComponent(t *testing.T) {
+	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
+	if err != nil {
+		t.Skip("skipped: " + err.Error())
+	}
+	here, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, here)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("resources: [%q]\ncomponents: [%q]\n", rel, filepath.Join(rel, "beside-kruise"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, beside := build(t, bin), buildDir(t, bin, dir)
+	crds := 0
+	for _, o := range all {
+		if o.GetObjectKind().GroupVersionKind().Kind == "CustomResourceDefinition" {
+			crds++
+		}
+	}
+	for _, o := range beside {
+		if o.GetObjectKind().GroupVersionKind().Kind == "CustomResourceDefinition" {
+			t.Errorf("installs CRD %s beside Kruise", o.GetName())
+		}
+	}
+	if crds != 3 || len(beside) != len(all)-3 {
+		t.Errorf("%d objects (%d CRDs), beside Kruise %d", len(all), crds, len(beside))
+	}
+}
+
 // rbacMarker is a +kubebuilder:rbac line of the controllers.
 var rbacMarker = regexp.MustCompile(`\+kubebuilder:rbac:groups=([^,]*),resources=([^,]*),verbs=(\S+)`)
 
