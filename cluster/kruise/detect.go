@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -79,7 +79,7 @@ func Observe(ctx context.Context, c client.Reader, namespace string) Observation
 		}
 	}
 
-	var mwc admissionv1.MutatingWebhookConfiguration
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if note("MutatingWebhookConfiguration "+MutatingConfigName, c.Get(ctx, client.ObjectKey{Name: MutatingConfigName}, &mwc)) {
 		o.Installed = true
 		for _, w := range mwc.Webhooks {
@@ -87,7 +87,7 @@ func Observe(ctx context.Context, c client.Reader, namespace string) Observation
 		}
 		o.Webhooks = append(o.Webhooks, templateOrUnreadable(&o, "mutating", mwc.Annotations)...)
 	}
-	var vwc admissionv1.ValidatingWebhookConfiguration
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if note("ValidatingWebhookConfiguration "+ValidatingConfigName, c.Get(ctx, client.ObjectKey{Name: ValidatingConfigName}, &vwc)) {
 		o.Installed = true
 		for _, w := range vwc.Webhooks {

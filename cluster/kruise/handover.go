@@ -110,11 +110,11 @@ func preflight(obs Observation, o HandoverOptions) error {
 		errs = append(errs, fmt.Errorf("cannot see all of Kruise, so cannot tell it is stopped: %v", obs.Unreadable))
 	}
 	if o.Probes && obs.Gates[GatePodProbeMarker] && (obs.Manager || obs.Daemon) {
-		errs = append(errs, fmt.Errorf("Kruise still probes (feature gate %s is on): set it to false in Kruise's featureGates "+
+		errs = append(errs, fmt.Errorf("OpenKruise still probes (feature gate %s is on): set it to false in Kruise's featureGates "+
 			"(e.g. helm upgrade kruise openkruise/kruise --reuse-values --set featureGates=%s=false), then run this again", GatePodProbeMarker, GatePodProbeMarker))
 	}
 	if o.CRR && obs.Gates[GateKruiseDaemon] && (obs.Manager || obs.Daemon) {
-		errs = append(errs, fmt.Errorf("Kruise still carries out ContainerRecreateRequests (feature gate %s is on): set it to false "+
+		errs = append(errs, fmt.Errorf("OpenKruise still carries out ContainerRecreateRequests (feature gate %s is on): set it to false "+
 			"(this also stops kruise-daemon's image pulling and every other daemon feature), then run this again", GateKruiseDaemon))
 	}
 	if o.CRR && obs.Daemon {

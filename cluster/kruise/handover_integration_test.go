@@ -15,7 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -63,44 +63,44 @@ func kruiseClient(t *testing.T) client.Client {
 // Kruise's webhook entries as its chart and kruise-manager write them: failurePolicy Fail, served
 // by kruise-manager (here an address nothing listens on, so a live entry denies what it matches,
 // as Kruise's handlers do with the gates off). The pod entries match no test object.
-func kruiseHook(name, group, resource string, ops ...admissionv1.OperationType) (admissionv1.RuleWithOperations, admissionv1.WebhookClientConfig) {
-	return admissionv1.RuleWithOperations{Operations: ops, Rule: admissionv1.Rule{APIGroups: []string{group},
+func kruiseHook(name, group, resource string, ops ...admissionregistrationv1.OperationType) (admissionregistrationv1.RuleWithOperations, admissionregistrationv1.WebhookClientConfig) {
+	return admissionregistrationv1.RuleWithOperations{Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{group},
 			APIVersions: []string{"*"}, Resources: []string{resource}}},
-		admissionv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/" + strings.TrimSuffix(name, ".kb.io"))}
+		admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/" + strings.TrimSuffix(name, ".kb.io"))}
 }
 
 var never = &metav1.LabelSelector{MatchLabels: map[string]string{"example.com/never": "true"}}
 
-func kruiseMutating() *admissionv1.MutatingWebhookConfiguration {
-	var hooks []admissionv1.MutatingWebhook
+func kruiseMutating() *admissionregistrationv1.MutatingWebhookConfiguration {
+	var hooks []admissionregistrationv1.MutatingWebhook
 	for _, h := range []struct {
 		name, group, res string
 		sel              *metav1.LabelSelector
 	}{{"mpod.kb.io", "", "pods", never}, {kruise.WebhookCRR, "apps.kruise.io", "containerrecreaterequests", nil}} {
-		rule, cc := kruiseHook(h.name, h.group, h.res, admissionv1.Create, admissionv1.Update)
-		hooks = append(hooks, admissionv1.MutatingWebhook{Name: h.name, ClientConfig: cc, Rules: []admissionv1.RuleWithOperations{rule},
-			FailurePolicy: ptr.To(admissionv1.Fail), SideEffects: ptr.To(admissionv1.SideEffectClassNone),
+		rule, cc := kruiseHook(h.name, h.group, h.res, admissionregistrationv1.Create, admissionregistrationv1.Update)
+		hooks = append(hooks, admissionregistrationv1.MutatingWebhook{Name: h.name, ClientConfig: cc, Rules: []admissionregistrationv1.RuleWithOperations{rule},
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1", "v1beta1"}, ObjectSelector: h.sel})
 	}
 	tmpl, _ := json.Marshal(hooks)
-	return &admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.MutatingConfigName,
+	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.MutatingConfigName,
 		Annotations: map[string]string{kruise.TemplateAnnotation: string(tmpl)}}, Webhooks: hooks}
 }
 
-func kruiseValidating() *admissionv1.ValidatingWebhookConfiguration {
-	var hooks []admissionv1.ValidatingWebhook
+func kruiseValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	var hooks []admissionregistrationv1.ValidatingWebhook
 	for _, h := range []struct {
 		name, group, res string
 		sel              *metav1.LabelSelector
 	}{{"vpod.kb.io", "", "pods", never}, {"vpodeviction.kb.io", "", "pods/eviction", never},
 		{kruise.WebhookPPM, "apps.kruise.io", "podprobemarkers", nil}} {
-		rule, cc := kruiseHook(h.name, h.group, h.res, admissionv1.Create, admissionv1.Update)
-		hooks = append(hooks, admissionv1.ValidatingWebhook{Name: h.name, ClientConfig: cc, Rules: []admissionv1.RuleWithOperations{rule},
-			FailurePolicy: ptr.To(admissionv1.Fail), SideEffects: ptr.To(admissionv1.SideEffectClassNone),
+		rule, cc := kruiseHook(h.name, h.group, h.res, admissionregistrationv1.Create, admissionregistrationv1.Update)
+		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{Name: h.name, ClientConfig: cc, Rules: []admissionregistrationv1.RuleWithOperations{rule},
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1", "v1beta1"}, ObjectSelector: h.sel})
 	}
 	tmpl, _ := json.Marshal(hooks)
-	return &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.ValidatingConfigName,
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.ValidatingConfigName,
 		Annotations: map[string]string{kruise.TemplateAnnotation: string(tmpl)}}, Webhooks: hooks}
 }
 
@@ -116,9 +116,9 @@ func reapply(ctx context.Context, c client.Client, period time.Duration, restore
 			return
 		case <-t.C:
 		}
-		m := &admissionv1.MutatingWebhookConfiguration{}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if c.Get(ctx, client.ObjectKey{Name: kruise.MutatingConfigName}, m) == nil {
-			var hooks []admissionv1.MutatingWebhook
+			var hooks []admissionregistrationv1.MutatingWebhook
 			if json.Unmarshal([]byte(m.Annotations[kruise.TemplateAnnotation]), &hooks) == nil && len(hooks) != len(m.Webhooks) {
 				m.Webhooks = hooks
 				if c.Update(ctx, m) == nil {
@@ -126,9 +126,9 @@ func reapply(ctx context.Context, c client.Client, period time.Duration, restore
 				}
 			}
 		}
-		v := &admissionv1.ValidatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if c.Get(ctx, client.ObjectKey{Name: kruise.ValidatingConfigName}, v) == nil {
-			var hooks []admissionv1.ValidatingWebhook
+			var hooks []admissionregistrationv1.ValidatingWebhook
 			if json.Unmarshal([]byte(v.Annotations[kruise.TemplateAnnotation]), &hooks) == nil && len(hooks) != len(v.Webhooks) {
 				v.Webhooks = hooks
 				if c.Update(ctx, v) == nil {
@@ -142,19 +142,19 @@ func reapply(ctx context.Context, c client.Client, period time.Duration, restore
 // hooksOf lists a configuration's entries in .webhooks and in its template.
 func hooksOf(t *testing.T, c client.Client, name string) (live, tmpl []string) {
 	t.Helper()
-	var obj client.Object = &admissionv1.ValidatingWebhookConfiguration{}
+	var obj client.Object = &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if name == kruise.MutatingConfigName {
-		obj = &admissionv1.MutatingWebhookConfiguration{}
+		obj = &admissionregistrationv1.MutatingWebhookConfiguration{}
 	}
 	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, obj); err != nil {
 		t.Fatal(err)
 	}
 	switch o := obj.(type) {
-	case *admissionv1.MutatingWebhookConfiguration:
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for _, h := range o.Webhooks {
 			live = append(live, h.Name)
 		}
-	case *admissionv1.ValidatingWebhookConfiguration:
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for _, h := range o.Webhooks {
 			live = append(live, h.Name)
 		}
@@ -228,8 +228,8 @@ func TestHandover(t *testing.T) {
 	}
 	mustCreate(t, c, kruiseMutating(), kruiseValidating(), kruiseManager("PodProbeMarkerGate=true"), kruiseDaemon())
 	t.Cleanup(func() {
-		for _, o := range []client.Object{&admissionv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.MutatingConfigName}},
-			&admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.ValidatingConfigName}}} {
+		for _, o := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.MutatingConfigName}},
+			&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: kruise.ValidatingConfigName}}} {
 			_ = c.Delete(context.Background(), o)
 		}
 	})
@@ -397,7 +397,7 @@ func TestHandover(t *testing.T) {
 
 	// Removing from .webhooks alone does not stick: kruise-manager rebuilds from the template.
 	before := restored.Load()
-	v := &admissionv1.ValidatingWebhookConfiguration{}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := c.Get(ctx, client.ObjectKey{Name: kruise.ValidatingConfigName}, v); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,9 @@ func TestHandover(t *testing.T) {
 		return nil
 	})
 	kstop()
-	<-kdone
+	if err := <-kdone; err != nil {
+		t.Error(err)
+	}
 
 	// Rollback waits for the requests probeshim carries out.
 	out.Reset()

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"slices"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -24,7 +24,7 @@ func Strip(ctx context.Context, c client.Client, w Work, dryRun bool) (Removed, 
 	var keep func(drop string) // removes the entry from the typed object
 	switch cfgName {
 	case MutatingConfigName:
-		m := &admissionv1.MutatingWebhookConfiguration{}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		obj = m
 		if err := c.Get(ctx, client.ObjectKey{Name: cfgName}, m); err != nil {
 			return rm, false, client.IgnoreNotFound(err)
@@ -36,10 +36,10 @@ func Strip(ctx context.Context, c client.Client, w Work, dryRun bool) (Removed, 
 			}
 		}
 		keep = func(drop string) {
-			m.Webhooks = slices.DeleteFunc(m.Webhooks, func(h admissionv1.MutatingWebhook) bool { return h.Name == drop })
+			m.Webhooks = slices.DeleteFunc(m.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == drop })
 		}
 	default:
-		v := &admissionv1.ValidatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		obj = v
 		if err := c.Get(ctx, client.ObjectKey{Name: cfgName}, v); err != nil {
 			return rm, false, client.IgnoreNotFound(err)
@@ -51,7 +51,7 @@ func Strip(ctx context.Context, c client.Client, w Work, dryRun bool) (Removed, 
 			}
 		}
 		keep = func(drop string) {
-			v.Webhooks = slices.DeleteFunc(v.Webhooks, func(h admissionv1.ValidatingWebhook) bool { return h.Name == drop })
+			v.Webhooks = slices.DeleteFunc(v.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool { return h.Name == drop })
 		}
 	}
 	if len(entries) > 0 {
@@ -95,13 +95,13 @@ func Strip(ctx context.Context, c client.Client, w Work, dryRun bool) (Removed, 
 func Restore(ctx context.Context, c client.Client, rm Removed, dryRun bool) (bool, error) {
 	switch rm.Config {
 	case MutatingConfigName:
-		m := &admissionv1.MutatingWebhookConfiguration{}
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if err := c.Get(ctx, client.ObjectKey{Name: rm.Config}, m); err != nil {
 			return false, err
 		}
 		changed := false
-		if len(rm.Entry) > 0 && !slices.ContainsFunc(m.Webhooks, func(h admissionv1.MutatingWebhook) bool { return h.Name == rm.Webhook }) {
-			var h admissionv1.MutatingWebhook
+		if len(rm.Entry) > 0 && !slices.ContainsFunc(m.Webhooks, func(h admissionregistrationv1.MutatingWebhook) bool { return h.Name == rm.Webhook }) {
+			var h admissionregistrationv1.MutatingWebhook
 			if err := json.Unmarshal(rm.Entry, &h); err != nil {
 				return false, err
 			}
@@ -120,13 +120,13 @@ func Restore(ctx context.Context, c client.Client, rm Removed, dryRun bool) (boo
 		}
 		return true, c.Update(ctx, m)
 	case ValidatingConfigName:
-		v := &admissionv1.ValidatingWebhookConfiguration{}
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 		if err := c.Get(ctx, client.ObjectKey{Name: rm.Config}, v); err != nil {
 			return false, err
 		}
 		changed := false
-		if len(rm.Entry) > 0 && !slices.ContainsFunc(v.Webhooks, func(h admissionv1.ValidatingWebhook) bool { return h.Name == rm.Webhook }) {
-			var h admissionv1.ValidatingWebhook
+		if len(rm.Entry) > 0 && !slices.ContainsFunc(v.Webhooks, func(h admissionregistrationv1.ValidatingWebhook) bool { return h.Name == rm.Webhook }) {
+			var h admissionregistrationv1.ValidatingWebhook
 			if err := json.Unmarshal(rm.Entry, &h); err != nil {
 				return false, err
 			}

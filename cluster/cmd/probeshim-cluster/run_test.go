@@ -37,8 +37,8 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
-	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
+	"github.com/probeshim/probeshim/cluster/kruise"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
 	"github.com/probeshim/probeshim/internal/poll"
