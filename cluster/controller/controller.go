@@ -76,6 +76,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		status = append(status, podstatus.WithHold(o.holdProbe))
 		live = append(live, liveness.WithHold(o.holdProbe))
 	}
+	if o.holdProbe != nil {
+		o.heartbeat.Hold = o.holdProbe
+	}
 	if o.holdCRR != nil {
 		recreate = append(recreate, crr.WithHold(o.holdCRR))
 	}

@@ -24,6 +24,19 @@ func TestHeldWhileKruiseProbes(t *testing.T) {
 	mark := env.Writes.Len()
 
 	node := env.Node(t, true)
+	// Kruise's NodePodProbe of the node (no owner reference), with a result of its daemon.
+	kruiseNPP := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: node.Name},
+		Spec: v1alpha1.NodePodProbeSpec{PodProbes: []v1alpha1.PodProbe{{Name: "other", Namespace: ns, UID: "uid-other",
+			Probes: []v1alpha1.ContainerProbe{{Name: "m#p", ContainerName: "c",
+				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}}}}}}}}
+	if err := env.Client.Create(ctx, kruiseNPP); err != nil {
+		t.Fatal(err)
+	}
+	kruiseNPP.Status.PodProbeStatuses = []v1alpha1.PodProbeStatus{{Name: "other", Namespace: ns, UID: "uid-other",
+		ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#p", State: v1alpha1.ProbeSucceeded}}}}
+	if err := env.Client.Status().Update(ctx, kruiseNPP); err != nil {
+		t.Fatal(err)
+	}
 	marker := &v1alpha1.PodProbeMarker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"},
 		Spec: v1alpha1.PodProbeMarkerSpec{
@@ -73,5 +86,5 @@ func TestHeldWhileKruiseProbes(t *testing.T) {
 	if err := env.Client.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	poll.Eventually(t, wait, specIs(node.Name, "held-0:held#ok,main-livenessProbe"))
+	poll.Eventually(t, wait, specIs(node.Name, "held-0:held#ok,main-livenessProbe")) // Kruise's entry replaced
 }

@@ -51,6 +51,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
+	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 )
 
 const (
@@ -82,6 +83,9 @@ type Options struct {
 	Registry prometheus.Registerer
 	// Clock is for tests; the real clock by default.
 	Clock clock.PassiveClock
+	// Hold, while it says why, keeps the controller from recording on NodePodProbes (another
+	// actor, OpenKruise, owns them); Leases are still looked after.
+	Hold hold.Func
 }
 
 // CacheOptions restrict the manager's cache of Leases to LeaseNamespace, the only namespace the
@@ -112,7 +116,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := o.Registry.Register(silent); err != nil {
 		return fmt.Errorf("registering probeshim_node_service_silent: %w", err)
 	}
-	r := &reconciler{client: mgr.GetClient(), recorder: mgr.GetEventRecorder(ControllerName),
+	r := &reconciler{hold: o.Hold, client: mgr.GetClient(), recorder: mgr.GetEventRecorder(ControllerName),
 		clock: o.Clock, grace: o.Grace, silent: silent, missing: map[string]time.Time{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -130,6 +134,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 const nameIndex = "probeshim.heartbeat.name"
 
 type reconciler struct {
+	hold     hold.Func
 	client   client.Client
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
@@ -191,7 +196,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		r.silent.WithLabelValues(name).Set(0)
 	}
-	if npp != nil {
+	if npp != nil && (r.hold == nil || r.hold() == "") {
 		if err := r.record(ctx, npp, st); err != nil {
 			return reconcile.Result{}, err
 		}
