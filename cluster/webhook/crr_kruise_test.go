@@ -10,6 +10,8 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
@@ -72,5 +74,24 @@ func TestExecutorLabelOnlyRemoved(t *testing.T) {
 	}
 	if errs := ValidateContainerRecreateRequestUpdate(obj(kr), obj(nil)); len(errs) != 1 {
 		t.Errorf("adding: %v", errs)
+	}
+}
+
+// While OpenKruise owns the NodePodProbes nothing would run a moved liveness probe: the pod keeps
+// it for the kubelet, with a warning saying why.
+func TestLivenessMutatorHeld(t *testing.T) {
+	pod := `{"metadata":{"name":"gs-0","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}},"spec":{"containers":[
+		{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["cat","/tmp/ok"]}}}]}}`
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "ns",
+		Object: runtime.RawExtension{Raw: []byte(pod)}}}
+	held := "kruise-daemon prober is live"
+	m := LivenessMutator{Hold: func() string { return held }}
+	resp := m.Handle(context.Background(), req)
+	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], held) {
+		t.Errorf("held: allowed=%v patches=%v warnings=%q", resp.Allowed, resp.Patches, resp.Warnings)
+	}
+	held = ""
+	if resp := m.Handle(context.Background(), req); !resp.Allowed || len(resp.Patches) == 0 {
+		t.Errorf("not held: allowed=%v patches=%v (%+v)", resp.Allowed, resp.Patches, resp.Result)
 	}
 }

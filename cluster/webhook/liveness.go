@@ -42,6 +42,10 @@ const annotationMirrorPod = corev1.MirrorPodAnnotationKey
 // user's pods/portforward right, checked through Reviewer (see checkLoopbackLiveness).
 type LivenessMutator struct {
 	Reviewer AccessReviewer
+	// Hold says why probeshim's probe work is held now ("" when it is not; nil never): OpenKruise
+	// owns the NodePodProbes, so nothing would run a moved probe. While it holds, the pod is
+	// admitted as sent, its livenessProbe left to the kubelet.
+	Hold func() string
 }
 
 var _ admission.Handler = LivenessMutator{}
@@ -57,6 +61,11 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 	}
 	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return admission.Allowed("")
+	}
+	if m.Hold != nil {
+		if why := m.Hold(); why != "" {
+			return admission.Allowed("").WithWarnings("enhanced liveness not applied, the kubelet keeps the livenessProbe: probeshim's probes are held (" + why + ")")
+		}
 	}
 	if _, mirror := pod.Annotations[annotationMirrorPod]; mirror {
 		return admission.Allowed("mirror pod: the kubelet runs the static pod's own probes")

@@ -19,6 +19,12 @@ const (
 	PathContainerRecreateRequestValidate = "/validate-containerrecreaterequest"
 )
 
+// Holds say why OpenKruise does probeshim's work now ("" when it does not; nil never holds): see
+// LivenessMutator.Hold and ContainerRecreateRequestMutator.Hold.
+type Holds struct {
+	Probes, CRR func() string
+}
+
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
 type Server interface {
 	Register(path string, hook http.Handler)
@@ -28,17 +34,15 @@ type Server interface {
 // SubjectAccessReviews of the pods/exec and pods/portforward checks, as the deployment's own identity. pods
 // reads the target pods of ContainerRecreateRequests; pass an uncached reader (the manager's
 // APIReader), since a request must copy the status of the container instance running now.
-//
-// crrHold (optional) says why OpenKruise carries out ContainerRecreateRequests now ("" when
-// probeshim does); see ContainerRecreateRequestMutator.Hold.
-func Register(srv Server, reviewer AccessReviewer, pods client.Reader, crrHold ...func() string) {
-	var hold func() string
-	if len(crrHold) > 0 {
-		hold = crrHold[0]
+// holds (optional) say why OpenKruise does probeshim's work now.
+func Register(srv Server, reviewer AccessReviewer, pods client.Reader, holds ...Holds) {
+	var h Holds
+	if len(holds) > 0 {
+		h = holds[0]
 	}
-	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer}})
+	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
-	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: hold}})
-	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods, Hold: hold}})
+	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: h.CRR}})
+	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods, Hold: h.CRR}})
 }

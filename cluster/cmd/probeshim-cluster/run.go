@@ -148,7 +148,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 			return err
 		}
 	}
-	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), holdCRR)
+	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(),
+		probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR})
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err
