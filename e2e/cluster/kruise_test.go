@@ -166,4 +166,3 @@ func kruiseObjects() []client.Object {
 		dep, ds,
 	}
 }
-
