@@ -47,6 +47,9 @@ type options struct {
 
 	nodeProbeBudget  int
 	nodeServiceGrace time.Duration
+
+	heartbeatRelay bool
+	servicePort    int
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -75,6 +78,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
 	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; over it, markers of the namespaces over their fair share are left out on that node (enhanced liveness probes never are); keep it well under etcd's request limit (1.5 MiB by default)")
 	fs.DurationVar(&o.nodeServiceGrace, "node-service-grace", heartbeat.DefaultGrace, "how old a node service's heartbeat Lease (probeshim-node-lease/<node>, renewed every 10s) may be before its node counts as silent: its pods' marker conditions go Unknown, their marks follow each marker's probeshim.io/on-node-service-silent, and liveness restarts on the node are held")
+	fs.BoolVar(&o.heartbeatRelay, "heartbeat-relay", true, "serve the heartbeat endpoint on the webhook server: node services on the kubelet's identity, which may not write their Lease themselves (NodeRestriction), have it renewed through it, authenticated by the API server's client CA (kube-system/extension-apiserver-authentication)")
+	fs.IntVar(&o.servicePort, "webhook-service-port", 443, "port of the webhook Service, published for the node services with the heartbeat endpoint")
 	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
 }
 
@@ -97,6 +102,9 @@ func (o *options) complete() error {
 	}
 	if o.nodeServiceGrace < 20*time.Second {
 		errs = append(errs, fmt.Errorf("--node-service-grace %s: want at least 20s, two renew periods of the node service", o.nodeServiceGrace))
+	}
+	if o.servicePort <= 0 || o.servicePort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-service-port %d: want 1-65535", o.servicePort))
 	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))
