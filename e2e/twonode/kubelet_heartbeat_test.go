@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // testKubeletHeartbeat: node B's service on the kubelet's own identity (system:node:<B>, the
@@ -30,8 +31,14 @@ func (s *suite) testKubeletHeartbeat(t *testing.T) {
 	s.svcB.Stop()
 	t.Cleanup(func() { s.svcB.Start(t) }) // the suite's dedicated identity again
 	svc := s.c.StartNodeServiceOn(t, s.b, "") // the kubelet's identity
-	s.waitLeaseRenewed(t, s.b.Name())
-	err := framework.WaitFor(framework.Context(t, time.Minute), 3*renewPeriod, "probeshim status: renewing through the endpoint",
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node service of %s on the kubelet's identity (end of log):\n%s", s.b.Name(), logtail.Last(svc.Logs(), 40))
+		}
+	})
+	// The first renewal is due a period after the service is synced, and goes through the
+	// endpoint once the API server refused the kubelet's identity the Lease.
+	err := framework.WaitFor(framework.Context(t, 2*time.Minute), 6*renewPeriod, "probeshim status: renewing through the endpoint",
 		func(ctx context.Context) (bool, string, error) {
 			st, err := svc.Status(ctx)
 			if err != nil || st.Heartbeat == nil {
@@ -43,6 +50,7 @@ func (s *suite) testKubeletHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.waitLeaseRenewed(t, s.b.Name())
 	// Written by the deployment's relay, not by the node itself.
 	l, err := s.c.Kube.CoordinationV1().Leases(leaseNamespace).Get(framework.Context(t, time.Minute), s.b.Name(), metav1.GetOptions{})
 	if err != nil {

@@ -174,6 +174,9 @@ func (h *Heartbeat) Step(ctx context.Context) {
 	h.status.Path = "direct"
 	if h.viaRelay {
 		h.status.Path = "endpoint " + h.cfg.Relay.Endpoint()
+		if h.cfg.Relay.Endpoint() == "" {
+			h.status.Path = "endpoint (not found yet)"
+		}
 	}
 	h.mu.Unlock()
 	if err != nil {
