@@ -29,7 +29,7 @@ func (s *suite) testKubeletHeartbeat(t *testing.T) {
 	s.createMarker(t, idleMarker(ns))
 
 	s.svcB.Stop()
-	t.Cleanup(func() { s.svcB.Start(t) }) // the suite's dedicated identity again
+	t.Cleanup(func() { s.svcB.Start(t) })     // the suite's dedicated identity again
 	svc := s.c.StartNodeServiceOn(t, s.b, "") // the kubelet's identity
 	t.Cleanup(func() {
 		if t.Failed() {

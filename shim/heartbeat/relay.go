@@ -154,7 +154,7 @@ func (c *RelayClient) post(ctx context.Context, t *target, node string, leaseDur
 		return err
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)) //nolint:errcheck // a short message is still a message
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024)) // a short message is still a message
 	if resp.StatusCode != http.StatusOK {
 		return &RelayError{Code: resp.StatusCode, Message: strings.TrimSpace(string(msg))}
 	}
@@ -223,7 +223,7 @@ func (c *RelayClient) serviceURL(ctx context.Context, svc string) (string, error
 		return "", fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
 	}
 	if ip := net.ParseIP(s.Spec.ClusterIP); ip == nil {
-		return "", fmt.Errorf("Service %s/%s has no cluster IP (%q)", ns, name, s.Spec.ClusterIP)
+		return "", fmt.Errorf("the Service %s/%s has no cluster IP (%q)", ns, name, s.Spec.ClusterIP)
 	}
 	return "https://" + net.JoinHostPort(s.Spec.ClusterIP, strconv.Itoa(port)), nil
 }

@@ -196,7 +196,7 @@ func setupHeartbeatRelay(mgr ctrl.Manager, cfg *rest.Config, o options) error {
 		Namespace:            heartbeat.LeaseNamespace,
 		ServiceNamespace:     o.namespace,
 		ServiceName:          o.serviceName,
-		Port:                 int32(o.servicePort), //nolint:gosec // checked to be a port number in complete
+		Port:                 int32(o.servicePort),
 		WebhookConfiguration: o.webhookConfigName,
 		Log:                  log,
 	})
