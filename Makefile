@@ -70,7 +70,8 @@ e2e: deps-rig deps-nspawn deps-lint kube-bins critest-bin
 ## the liveness decider's reaction (status Failed to request to kill, p50/p99). In between, the
 ## decider at scale on a real API server (envtest, no root): 5,000 nodes x 20 liveness probes with 1%
 ## failing — decision latency, CPU, memory; about 10 minutes. Then a node service going silent (envtest): 20 pods'
-## marker conditions Unknown after the grace (p50/p99) and the API writes of the expiry and the recovery.
+## marker conditions Unknown after the grace (p50/p99) and the API writes of the expiry and the recovery; and the same
+## on the two-node rig with the real node service killed (kubelet identity, Lease through the heartbeat endpoint).
 bench: deps-rig
 	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
@@ -79,7 +80,7 @@ bench: deps-rig
 		-benchtime 1x ./cluster/controller/heartbeat/
 	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m -p 1 \
-		./e2e/node/ ./e2e/criproxy/ ./e2e/decider/
+		./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/
 
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...

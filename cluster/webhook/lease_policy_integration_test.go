@@ -32,7 +32,7 @@ func TestNodeLeasePolicy(t *testing.T) {
 	// What rbac-nodes.yaml grants the node identities in the namespace (every Lease there).
 	all := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		Verbs: []string{"get", "create", "update", "patch", "delete"}}
-	for _, u := range []string{"system:node:lease-a", "system:node:lease-b", "probeshim:node:lease-c"} {
+	for _, u := range []string{"system:node:lease-a", "system:node:lease-b", "probeshim:node:lease-c", clusterUser} {
 		grant(t, nodeLeaseNamespace, u, all)
 	}
 	a, b := kubelet(t, "lease-a"), kubelet(t, "lease-b")
@@ -91,6 +91,20 @@ func TestNodeLeasePolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		denied(t, c.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-y", "lease-y")), "may not write the heartbeat Lease probeshim-node-lease/lease-y")
+	})
+	t.Run("the cluster deployment renews a Lease on its node's behalf", func(t *testing.T) {
+		// The heartbeat relay (cluster/leaserelay), for nodes on the kubelet's identity.
+		c := clusterClient(t)
+		l := heartbeat(nodeLeaseNamespace, "lease-d", "lease-d")
+		if err := c.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now().Add(time.Second)))
+		if err := c.Update(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		// Still held by the node it is named after.
+		denied(t, c.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-e", "someone")), "must be held by its node")
 	})
 	t.Run("nobody else writes the spec", func(t *testing.T) {
 		denied(t, testEnv.admin.Create(ctx, heartbeat(nodeLeaseNamespace, "lease-z", "lease-z")), "user ")

@@ -23,7 +23,8 @@ const netnsDir = "/run/netns"
 // up loopback, an interface of its own (a bridge without ports) holding the nodes' addresses and the pods'
 // bridge with the pods' gateway address (the CNI bridge plugin takes the
 // bridge over as it is). Nothing in it routes anywhere but to itself: no
-// default route, no masquerading.
+// default route (only one for the Services' cluster IPs, which kube-proxy turns into pods'),
+// no masquerading.
 func createNetNS(ctx context.Context, name string, extraNodeIPs ...string) error {
 	steps := [][]string{
 		{"netns", "add", name},
@@ -40,6 +41,10 @@ func createNetNS(ctx context.Context, name string, extraNodeIPs ...string) error
 		{"-n", name, "link", "add", Bridge, "type", "bridge"},
 		{"-n", name, "addr", "add", podGatewayCIDR, "dev", Bridge},
 		{"-n", name, "link", "set", Bridge, "up"},
+		// Host processes (the node services) reach Services' cluster IPs as on a real node, where
+		// the default route lets a connect pass the routing decision before kube-proxy's OUTPUT
+		// rules rewrite it to a pod: here a route for the cluster IPs alone, inside the netns.
+		{"-n", name, "route", "add", ServiceCIDR, "dev", NodeLink},
 	}...)
 	for _, s := range steps {
 		if out, err := exec.CommandContext(ctx, "ip", s...).CombinedOutput(); err != nil {

@@ -90,14 +90,16 @@ func TestTwoNodes(t *testing.T) {
 	t.Run("node B deleted and registered again", s.testReregister)
 	t.Run("node B's service stopped, killed, revoked", s.testSilentService)
 	t.Run("heartbeat", s.testHeartbeat)
+	t.Run("heartbeat on the kubelet's identity", s.testKubeletHeartbeat)
 
 	cluster.CheckNoPanics(t, c, s.svcA)
 	cluster.CheckNoPanics(t, c, s.svcB)
 }
 
 // dedicatedKubeconfig is a kubeconfig for node n's dedicated identity (framework.DedicatedNodeUser),
-// the one the node services of this suite run as: the kubelet's own identity cannot write the
-// heartbeat Lease (NodeRestriction keeps node identities to kube-node-lease).
+// the one the node services of this suite run as, so that they write their heartbeat Lease
+// themselves; testKubeletHeartbeat runs node B's on the kubelet's own identity, whose Lease the
+// cluster deployment's heartbeat endpoint renews.
 func (s *suite) dedicatedKubeconfig(t testing.TB, n *rig.Node) string {
 	t.Helper()
 	user, groups := framework.DedicatedNodeUser(n.Name())

@@ -26,6 +26,8 @@
 //	  namespace: probeshim-node-lease
 //	  leaseDurationSeconds: 40
 //	  renewIntervalSeconds: 10         # above 0, below leaseDurationSeconds
+//	  endpoint: https://10.96.0.12:443 # the heartbeat endpoint (kubelet identity); default: published
+//	  endpointCAFile: /etc/probeshim/heartbeat-ca.crt  # default: the published CA
 package config
 
 import (
@@ -33,6 +35,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -113,6 +116,12 @@ type Heartbeat struct {
 	LeaseDurationSeconds int `json:"leaseDurationSeconds,omitempty"`
 	// RenewIntervalSeconds is how often the lease is renewed (default 10).
 	RenewIntervalSeconds int `json:"renewIntervalSeconds,omitempty"`
+	// Endpoint is the cluster deployment's heartbeat endpoint (https://host:port), which renews
+	// the lease for an identity that may not write it (the kubelet's); by default it is found
+	// through the ConfigMap the deployment publishes in Namespace.
+	Endpoint string `json:"endpoint,omitempty"`
+	// EndpointCAFile verifies the endpoint; by default the published CA does.
+	EndpointCAFile string `json:"endpointCAFile,omitempty"`
 }
 
 // Probes bounds how many probes run at once, so that targets which hang
@@ -171,6 +180,8 @@ var flagSpecs = []flagSpec{
 	{"heartbeat-namespace", "namespace of the node's heartbeat Lease (default " + heartbeat.DefaultNamespace + ")", func(c *Config) any { return &c.Heartbeat.Namespace }},
 	{"heartbeat-lease-duration-seconds", fmt.Sprintf("the heartbeat Lease's leaseDurationSeconds (default %d)", int(heartbeat.DefaultLeaseDuration/time.Second)), func(c *Config) any { return &c.Heartbeat.LeaseDurationSeconds }},
 	{"heartbeat-renew-interval-seconds", fmt.Sprintf("how often the heartbeat Lease is renewed (default %d)", int(heartbeat.DefaultRenewInterval/time.Second)), func(c *Config) any { return &c.Heartbeat.RenewIntervalSeconds }},
+	{"heartbeat-endpoint", "the cluster deployment's heartbeat endpoint, https://host:port, for an identity that may not write its Lease (the kubelet's) (default: published in the ConfigMap probeshim-heartbeat of the Lease namespace)", func(c *Config) any { return &c.Heartbeat.Endpoint }},
+	{"heartbeat-endpoint-ca-file", "CA bundle that verifies the heartbeat endpoint (default: the published one)", func(c *Config) any { return &c.Heartbeat.EndpointCAFile }},
 	{"max-concurrent-network-probes", fmt.Sprintf("HTTP, TCP and gRPC probes running at once at most (default %d)", prober.DefaultNetworkConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentNetwork }},
 }
 
@@ -387,6 +398,11 @@ func (c *Config) Validate() error {
 	if hb := c.Heartbeat; hb.RenewIntervalSeconds <= 0 || hb.RenewIntervalSeconds >= hb.LeaseDurationSeconds {
 		bad("heartbeat.renewIntervalSeconds", "%d must be above 0 and below heartbeat.leaseDurationSeconds (%d)",
 			hb.RenewIntervalSeconds, hb.LeaseDurationSeconds)
+	}
+	if e := c.Heartbeat.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("heartbeat.endpoint", "%q is not https://host[:port]", e)
+		}
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		bad("logLevel", "%q is not one of panic, fatal, error, warn, info, debug, trace", c.LogLevel)

@@ -233,7 +233,14 @@ func TestHeartbeat(t *testing.T) {
 	if err != nil || c.Heartbeat != (Heartbeat{Namespace: "example-leases", LeaseDurationSeconds: 60, RenewIntervalSeconds: 5}) {
 		t.Fatalf("file and flag: %+v, %v", c.Heartbeat, err)
 	}
+	f = writeFile(t, "heartbeat:\n  endpoint: https://10.96.0.12:443\n  endpointCAFile: /etc/probeshim/heartbeat-ca.crt\n")
+	c, err = loadOn(t, h, "--config", f)
+	if err != nil || c.Heartbeat.Endpoint != "https://10.96.0.12:443" || c.Heartbeat.EndpointCAFile != "/etc/probeshim/heartbeat-ca.crt" {
+		t.Fatalf("endpoint: %+v, %v", c.Heartbeat, err)
+	}
 	for _, bad := range [][]string{
+		{"--heartbeat-endpoint", "http://10.96.0.12:443"},
+		{"--heartbeat-endpoint", "https://10.96.0.12:443/probeshim"},
 		{"--heartbeat-renew-interval-seconds", "40"},
 		{"--heartbeat-renew-interval-seconds", "-1"},
 		{"--heartbeat-lease-duration-seconds", "5"},

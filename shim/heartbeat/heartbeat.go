@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +45,10 @@ type Config struct {
 	// Healthy returns nil while the node service does its work (engine,
 	// runtime, NodePodProbe watch and writes), else why not: the lease is
 	// not renewed then.
-	Healthy    func(ctx context.Context) error
+	Healthy func(ctx context.Context) error
+	// Relay renews the lease through the cluster deployment's heartbeat endpoint once the API
+	// server refuses this identity the lease itself (the kubelet's, NodeRestriction); nil: never.
+	Relay      Relay
 	Registerer prometheus.Registerer
 	Log        logrus.FieldLogger
 	Clock      clock.WithTicker
@@ -61,6 +65,10 @@ type Status struct {
 	// Reason says why the last attempt did not renew: the service is not
 	// healthy, or the API server refused or did not answer.
 	Reason string
+	// Path is how the lease is renewed: "direct" (this identity writes it) or "endpoint <url>"
+	// (the cluster deployment's heartbeat endpoint renews it for the node); empty before the
+	// first attempt.
+	Path string
 }
 
 // Heartbeat renews one node's lease.
@@ -70,8 +78,10 @@ type Heartbeat struct {
 	failures  prometheus.Counter
 	skipped   prometheus.Counter
 
-	// latest is the lease as last written; only Step's goroutine uses it.
-	latest *coordinationv1.Lease
+	// latest is the lease as last written, viaRelay whether the lease goes through the Relay
+	// (the API server refused this identity the lease); only Step's goroutine uses them.
+	latest   *coordinationv1.Lease
+	viaRelay bool
 
 	mu     sync.Mutex
 	state  string // "renewing" or why not, for logging changes only
@@ -159,7 +169,17 @@ func (h *Heartbeat) Step(ctx context.Context) {
 		h.set("unhealthy", "not renewing: the node service is not healthy: "+err.Error(), err)
 		return
 	}
-	if err := h.renew(actx); err != nil {
+	err := h.write(actx)
+	h.mu.Lock()
+	h.status.Path = "direct"
+	if h.viaRelay {
+		h.status.Path = "endpoint " + h.cfg.Relay.Endpoint()
+		if h.cfg.Relay.Endpoint() == "" {
+			h.status.Path = "endpoint (not found yet)"
+		}
+	}
+	h.mu.Unlock()
+	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -174,6 +194,27 @@ func (h *Heartbeat) Step(ctx context.Context) {
 	h.status.LastRenew = now
 	h.mu.Unlock()
 	h.set("renewing", "", nil)
+}
+
+// write renews the lease: itself, or through the Relay once the API server refused this
+// identity the lease (NodeRestriction refuses the kubelet's for as long as it runs as it).
+func (h *Heartbeat) write(ctx context.Context) error {
+	if !h.viaRelay {
+		err := h.renew(ctx)
+		if err == nil || h.cfg.Relay == nil || !nodeRestricted(err) {
+			return err
+		}
+		h.viaRelay = true
+		h.cfg.Log.Info("the kubelet's identity may not write the lease itself (NodeRestriction): renewing it through the cluster deployment's heartbeat endpoint")
+	}
+	return h.cfg.Relay.Renew(ctx, h.cfg.Node, h.cfg.LeaseDuration)
+}
+
+// nodeRestricted tells the NodeRestriction admission plugin's refusal, which says so only in its
+// message: a kubelet identity (system:node:<name>) may write no lease but its kubelet's own in
+// kube-node-lease, whatever RBAC says.
+func nodeRestricted(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), `"kube-node-lease"`)
 }
 
 // set records the outcome of an attempt. state is "renewing" or a short
@@ -201,16 +242,21 @@ func (h *Heartbeat) set(state, reason string, err error) {
 // advice turns an API error into a kind and what to do about it.
 func (h *Heartbeat) advice(err error) (string, string) {
 	ns := h.cfg.Namespace
+	var refused *RelayError
 	switch {
+	case h.viaRelay && errors.As(err, &refused) && (refused.Code == http.StatusUnauthorized || refused.Code == http.StatusForbidden):
+		return "endpoint-refused", fmt.Sprintf("cannot renew the lease: the cluster deployment's heartbeat endpoint refused this node's client certificate "+
+			"(it accepts system:node:%s in system:nodes from the API server's client CA): %v", h.cfg.Node, err)
+	case h.viaRelay:
+		return "endpoint-error", fmt.Sprintf("cannot renew the lease through the cluster deployment's heartbeat endpoint (the kubelet's identity may not write it itself); "+
+			"check that probeshim-cluster runs and that this node reaches Services (kube-proxy): %v", err)
 	case apierrors.IsNotFound(err):
 		return "no-namespace", fmt.Sprintf("cannot create the lease: namespace %s does not exist; apply cluster/deploy (namespace.yaml) or `kubectl create namespace %s`: %v", ns, ns, err)
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), `"kube-node-lease"`):
-		// The NodeRestriction admission plugin's refusal, which says so only
-		// in its message: a kubelet identity (system:node:<name>) may write
-		// no lease but its kubelet's own in kube-node-lease, whatever RBAC says.
+	case nodeRestricted(err):
+		// Only without a Relay: the kubeconfig has no client certificate to authenticate with.
 		return "node-restriction", fmt.Sprintf("cannot write the lease: the kubelet's identity (system:node:%s) may write leases only in kube-node-lease "+
-			"(the NodeRestriction admission plugin); give the node service a dedicated identity (probeshim:node:%s, group probeshim:nodes; "+
-			"see the README, \"The kubeconfig it uses\"): %v", h.cfg.Node, h.cfg.Node, err)
+			"(the NodeRestriction admission plugin), and the heartbeat endpoint needs the kubeconfig's client certificate; use a kubeconfig with one, "+
+			"or a dedicated identity (probeshim:node:%s, group probeshim:nodes; see the README, \"The kubeconfig it uses\"): %v", h.cfg.Node, h.cfg.Node, err)
 	case apierrors.IsForbidden(err):
 		return "forbidden", fmt.Sprintf("cannot write the lease: forbidden; apply the Role and RoleBinding in namespace %s from cluster/deploy/rbac-nodes.yaml (groups system:nodes, probeshim:nodes): %v", ns, err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -213,7 +213,7 @@ func TestAPIRefusals(t *testing.T) {
 		// NodeRestriction's refusal for the kubelet's identity, as the API server words it.
 		{"kubelet identity", apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, node,
 			errors.New(`can only access leases in the "kube-node-lease" system namespace`)),
-			"give the node service a dedicated identity (probeshim:node:node-a, group probeshim:nodes"},
+			"the heartbeat endpoint needs the kubeconfig's client certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newHarness(t, nodeObject())

@@ -21,7 +21,10 @@ import (
 
 // Clients are the node service's connections to the API server.
 type Clients struct {
-	Kube kubernetes.Interface
+	// Config is the kubeconfig's, for what authenticates with its credentials elsewhere (the
+	// heartbeat endpoint takes its client certificate).
+	Config *rest.Config
+	Kube   kubernetes.Interface
 	// Kruise talks to apps.kruise.io/v1alpha1 (NodePodProbe, ContainerRecreateRequest).
 	Kruise rest.Interface
 }
@@ -99,5 +102,5 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Kube: kc, Kruise: rc}, nil
+	return &Clients{Config: cfg, Kube: kc, Kruise: rc}, nil
 }

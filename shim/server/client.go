@@ -57,6 +57,9 @@ func WriteStatus(w io.Writer, st *Status) error {
 		if !hb.Renewing {
 			state = "NOT renewing: " + firstLine(hb.Reason, 200)
 		}
+		if hb.Path != "" {
+			state += " (" + hb.Path + ")"
+		}
 		fmt.Fprintf(w, "lease %s/%s: last renewed %s, %s\n", Printable(hb.Namespace), Printable(hb.Name),
 			ago(st.Time, hb.LastRenew), Printable(state))
 	}

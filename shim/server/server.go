@@ -57,6 +57,9 @@ type HeartbeatStatus struct {
 	Renewing bool `json:"renewing"`
 	// Reason says why the lease is not being renewed.
 	Reason string `json:"reason,omitempty"`
+	// Path is how the lease is renewed: "direct", or "endpoint <url>" when the cluster
+	// deployment's heartbeat endpoint renews it for the node (the kubelet's identity).
+	Path string `json:"path,omitempty"`
 }
 
 // Status is the document on the status socket.

@@ -265,6 +265,9 @@ func TestStatusHeartbeat(t *testing.T) {
 		want string
 	}{
 		{*hb, "lease example-leases/worker-1: last renewed 3s ago, renewing\n"},
+		// The kubelet's identity: the cluster deployment's endpoint renews it.
+		{HeartbeatStatus{Namespace: "example-leases", Name: "worker-1", LastRenew: renewed, Renewing: true, Path: "endpoint https://10.96.0.12:443"},
+			"lease example-leases/worker-1: last renewed 3s ago, renewing (endpoint https://10.96.0.12:443)\n"},
 		{HeartbeatStatus{Namespace: "example-leases", Name: "worker-1", Reason: "cannot write the lease: forbidden\nsecond line"},
 			"lease example-leases/worker-1: last renewed never, NOT renewing: cannot write the lease: forbidden…\n"},
 	} {

@@ -306,6 +306,7 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 		Events: events, Log: s.log,
 	})
 	api.heartbeat = heartbeat.New(heartbeat.Config{
+		Relay:         s.heartbeatRelay(clients),
 		Node:          s.cfg.NodeName,
 		Namespace:     s.cfg.Heartbeat.Namespace,
 		Client:        clients.Kube,
@@ -316,6 +317,24 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 		Log:           s.log,
 	})
 	return api
+}
+
+// heartbeatRelay is the cluster deployment's heartbeat endpoint, authenticated by the
+// kubeconfig's client certificate; the heartbeat uses it only when the API server refuses this
+// identity the lease (the kubelet's). nil when the kubeconfig has no certificate.
+func (s *service) heartbeatRelay(clients *kube.Clients) heartbeat.Relay {
+	if clients.Config == nil {
+		return nil
+	}
+	cert, err := heartbeat.ClientCertFromConfig(clients.Config)
+	if err != nil {
+		s.log.WithError(err).Debug("no heartbeat endpoint: the lease is written with the kubeconfig's identity only")
+		return nil
+	}
+	return heartbeat.NewRelayClient(heartbeat.RelayConfig{
+		Kube: clients.Kube, Namespace: s.cfg.Heartbeat.Namespace,
+		URL: s.cfg.Heartbeat.Endpoint, CAFile: s.cfg.Heartbeat.EndpointCAFile, ClientCert: cert,
+	})
 }
 
 // apiComponents wires the API side in and lists it in start order: events
@@ -423,7 +442,7 @@ func (s *service) heartbeatStatus() *server.HeartbeatStatus {
 	}
 	st := api.heartbeat.Status()
 	return &server.HeartbeatStatus{Namespace: st.Namespace, Name: st.Name, LastRenew: st.LastRenew,
-		Renewing: st.Renewing, Reason: st.Reason}
+		Renewing: st.Renewing, Reason: st.Reason, Path: st.Path}
 }
 
 // containerChanges fans the tracker's changes out to whoever subscribed;

@@ -52,6 +52,8 @@ type options struct {
 	kruiseNamespace    string
 	kruiseDetectPeriod time.Duration
 	kruiseKeepPeriod   time.Duration
+	heartbeatRelay     bool
+	servicePort        int
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -83,6 +85,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.kruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "namespace of OpenKruise's kruise-controller-manager and kruise-daemon, for detecting them")
 	fs.DurationVar(&o.kruiseDetectPeriod, "kruise-detect-period", kruise.DefaultPeriod, "how often to look for OpenKruise parts that do probeshim's work (status: ConfigMap probeshim-kruise-status); probeshim holds that work off while they are live; 0 turns detection and holding off (only where Kruise is certainly absent)")
 	fs.DurationVar(&o.kruiseKeepPeriod, "kruise-keep-period", kruise.DefaultKeepPeriod, "after a 'kruise handover', how often to remove again the Kruise webhook entries kruise-manager puts back")
+	fs.BoolVar(&o.heartbeatRelay, "heartbeat-relay", true, "serve the heartbeat endpoint on the webhook server: node services on the kubelet's identity, which may not write their Lease themselves (NodeRestriction), have it renewed through it, authenticated by the API server's client CA (kube-system/extension-apiserver-authentication)")
+	fs.IntVar(&o.servicePort, "webhook-service-port", 443, "port of the webhook Service, published for the node services with the heartbeat endpoint")
 	fs.StringVar(&o.nodeUserPrefix, "node-user-prefix", "probeshim:node:", "a user <prefix><node> in --node-group acts for <node> (NodePodProbe and ContainerRecreateRequest status)")
 }
 
@@ -108,6 +112,9 @@ func (o *options) complete() error {
 	}
 	if o.kruiseDetectPeriod < 0 || (o.kruiseDetectPeriod > 0 && o.kruiseDetectPeriod < time.Second) {
 		errs = append(errs, fmt.Errorf("--kruise-detect-period %s: want 0 or at least 1s", o.kruiseDetectPeriod))
+	}
+	if o.servicePort <= 0 || o.servicePort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-service-port %d: want 1-65535", o.servicePort))
 	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))

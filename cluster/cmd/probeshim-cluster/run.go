@@ -6,12 +6,14 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,7 +32,9 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/kruise"
+	"github.com/probeshim/probeshim/cluster/leaserelay"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
+	"github.com/probeshim/probeshim/internal/heartbeatapi"
 )
 
 // run builds the manager from o and runs it until ctx ends.
@@ -55,11 +59,18 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if !o.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	webhookTLSOpts := tlsOpts
+	if o.heartbeatRelay {
+		// The heartbeat relay authenticates nodes by their client certificates: ask for one. It is
+		// verified by the relay against the API server's client CA, which changes at run time;
+		// admission requests come without one, as before.
+		webhookTLSOpts = append(slices.Clone(tlsOpts), func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert })
+	}
 	server := &preparedServer{Server: webhook.NewServer(webhook.Options{
 		Host:    o.webhookHost,
 		Port:    o.webhookPort,
 		CertDir: o.certDir,
-		TLSOpts: tlsOpts,
+		TLSOpts: webhookTLSOpts,
 	})}
 
 	// The metrics tell which pods fail and how the decider acts on them: not for anyone who
@@ -158,6 +169,12 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 
+	if o.heartbeatRelay {
+		if err := setupHeartbeatRelay(mgr, cfg, o); err != nil {
+			return err
+		}
+	}
+
 	if err := controller.SetupWithManager(mgr, controller.WithNodeBudget(o.nodeProbeBudget), controller.WithHolds(holdProbes, holdCRR),
 		controller.WithHeartbeat(heartbeat.Options{Grace: o.nodeServiceGrace})); err != nil {
 		return err
@@ -179,6 +196,42 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 
 	logf.FromContext(ctx).Info("starting", "namespace", o.namespace, "leaderElection", o.leaderElect)
 	return mgr.Start(ctx)
+}
+
+// setupHeartbeatRelay serves the heartbeat endpoint on every replica's webhook server, watches the
+// API server's client CA it authenticates nodes with, and publishes (on the leader) where the
+// nodes find it.
+func setupHeartbeatRelay(mgr ctrl.Manager, cfg *rest.Config, o options) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ca, err := leaserelay.NewClientCA(cs)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(ca); err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("heartbeat-relay")
+	mgr.GetWebhookServer().Register(heartbeatapi.Path, leaserelay.New(leaserelay.Options{
+		Client:         cs,
+		Namespace:      heartbeat.LeaseNamespace,
+		ClientCA:       ca.VerifyOptions,
+		NodeUserPrefix: o.nodeUserPrefix,
+		NodeGroup:      o.nodeGroup,
+		Registry:       ctrlmetrics.Registry,
+		Log:            log,
+	}))
+	return mgr.Add(&leaserelay.Publisher{
+		Client:               cs,
+		Namespace:            heartbeat.LeaseNamespace,
+		ServiceNamespace:     o.namespace,
+		ServiceName:          o.serviceName,
+		Port:                 int32(o.servicePort),
+		WebhookConfiguration: o.webhookConfigName,
+		Log:                  log,
+	})
 }
 
 // step is one thing to do before the webhook server starts.

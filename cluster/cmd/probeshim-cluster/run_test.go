@@ -264,6 +264,8 @@ func TestRun(t *testing.T) {
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Error("no leader")
 	}
+
+	checkHeartbeatRelay(t, ctx, c, env, webhookPort, o)
 }
 
 // checkMetrics scrapes url anonymously (401), as a service account RBAC does not allow (403) and

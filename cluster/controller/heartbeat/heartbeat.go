@@ -13,9 +13,10 @@
 // A missing Lease means silence only for a node known to heartbeat (recorded Live or Silent): once
 // the grace has passed since this controller first saw it missing, its results are Unknown, so a
 // Lease deleted by hand or by a broken node has a grace to come back. A node that never renewed a
-// Lease keeps NoLease and its results count as they are: older node services renew none, and a
-// node service on the kubelet's identity cannot hold one (NodeRestriction confines node users'
-// Leases to kube-node-lease, where the name is the kubelet's own).
+// Lease keeps NoLease and its results count as they are: older node services renew none. (A node
+// service on the kubelet's identity, which NodeRestriction keeps out of LeaseNamespace, has its
+// Lease renewed by the deployment's heartbeat relay, cluster/leaserelay: the same Lease to this
+// controller.)
 //
 // The reconcile is level-based: it runs when a Lease appears, disappears or is renewed after it
 // had expired, when a NodePodProbe gains or loses results or its record is changed, when a Node is
