@@ -14,10 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/containerd/cio"
-	"github.com/containerd/containerd/oci"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/probeshim/probeshim/prober"
@@ -132,7 +133,11 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
 	}
 	if err := proc.Start(nctx); err != nil {
-		// It may have started even so: never run it again.
+		// It may have started even so (ctx ended while the runtime started
+		// it): never run it again, and end it. The client never learned its
+		// pid, so WithProcessKill would skip it and the delete would refuse
+		// a running process.
+		c.killIfStarted(bg, containerID, proc, exitc)
 		return prober.ExecResult{}, true, wrapErr(err, "start exec in container %s", containerID)
 	}
 	// Like CRI's ExecSync, the timeout counts from the process start.
@@ -160,13 +165,13 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
 	case <-timer:
 		killed = true
-		c.kill(bg, proc, exitc)
+		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{ExitCode: -1, Output: joinOutput(stdout, stderr)}, true,
 			fmt.Errorf("%w: %q in container %s after %s", prober.ErrExecTimeout, strings.Join(cmd, " "), containerID, timeout)
 	case <-ctx.Done():
 		killed = true
-		c.kill(bg, proc, exitc)
+		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
 	}
@@ -175,8 +180,8 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 // kill ends a timed-out or abandoned exec: first every process it started
 // (see killDescendants), then the process, and waits a bounded time for its
 // exit.
-func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
-	if pid := int(proc.Pid()); pid > 0 {
+func (c *Client) kill(ctx context.Context, proc containerd.Process, pid int, exitc <-chan containerd.ExitStatus) {
+	if pid > 0 {
 		// Twice: a child forked while the tree was being walked is caught
 		// by the second pass.
 		for range 2 {
@@ -195,6 +200,19 @@ func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan
 	case <-exitc:
 	case <-kctx.Done():
 	}
+}
+
+// killIfStarted kills an exec whose start returned an error if the runtime
+// says it runs, with what it started; a process that never started is left
+// for the delete.
+func (c *Client) killIfStarted(ctx context.Context, containerID string, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
+	gctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	r, err := c.ctd.TaskService().Get(gctx, &tasks.GetRequest{ContainerID: containerID, ExecID: proc.ID()})
+	cancel()
+	if err != nil || r.GetProcess().GetStatus() != tasktypes.Status_RUNNING && r.GetProcess().GetStatus() != tasktypes.Status_PAUSED {
+		return
+	}
+	c.kill(ctx, proc, int(r.GetProcess().GetPid()), exitc)
 }
 
 // drain waits for the output copy to finish, at most d, then stops it.

@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/probeshim/probeshim/internal/poll"
@@ -153,6 +154,7 @@ func TestRealSandboxAndNetns(t *testing.T) {
 		t.Fatalf("pod sandbox: %+v", sb)
 	}
 	t.Logf("pod network namespace: %s", sb.NetNSPath)
+	checkInfoShapes(t, r, p.sandboxID, sb.NetNSPath)
 
 	// A server bound to 127.0.0.1 inside the pod is reached through the
 	// pod's namespace, and not from the host.
@@ -196,6 +198,33 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	}
 	if _, err := d.DialContext(ctx, "tcp", "127.0.0.1:8080"); !errors.Is(err, netns.ErrNotFound) {
 		t.Fatalf("dial into a stopped sandbox: %v, want netns.ErrNotFound", err)
+	}
+}
+
+// checkInfoShapes checks both places of the verbose sandbox info that tell
+// the network namespace against this containerd: runtimeSpec (all versions)
+// and sandboxMetadata (1.7 and 2.x), the one 2.x may be left with.
+func checkInfoShapes(t *testing.T, r *rig, sandboxID, want string) {
+	t.Helper()
+	st, err := r.cri.PodSandboxStatus(context.Background(), &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		t.Fatalf("verbose sandbox info: %v", err)
+	}
+	if _, ok := info["runtimeSpec"]; !ok {
+		t.Error("verbose sandbox info has no runtimeSpec")
+	}
+	md, ok := info["sandboxMetadata"]
+	if !ok {
+		t.Log("verbose sandbox info has no sandboxMetadata (containerd 1.6)")
+		return
+	}
+	only, _ := json.Marshal(map[string]json.RawMessage{"sandboxMetadata": md})
+	if got := netNSPath(map[string]string{"info": string(only)}); got != want {
+		t.Errorf("network namespace from sandboxMetadata alone = %q, want %q (from runtimeSpec)", got, want)
 	}
 }
 
