@@ -35,6 +35,10 @@ const (
 	// at least (otherwise until the probe's timeout): a background child
 	// holding stdout open must not hang a probe.
 	minDrain = 100 * time.Millisecond
+	// heldDeleteTimeout bounds the delete of an exec whose output a child
+	// still holds: containerd 1.7's and 2.x's shims wait up to 10 s before
+	// they answer.
+	heldDeleteTimeout = 15 * time.Second
 )
 
 // execTarget is what an exec needs of a container and never changes for a
@@ -99,9 +103,11 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	// Cleanup must happen whatever becomes of ctx, so it runs on a context
 	// of its own.
 	bg := c.nsCtx(context.WithoutCancel(ctx))
-	killed, exited := false, false
-	defer func() {
-		dctx, cancel := context.WithTimeout(bg, cleanupTimeout)
+	// outputHeld: the process exited but something it started still holds
+	// its output open.
+	killed, exited, outputHeld := false, false, false
+	del := func(timeout time.Duration) {
+		dctx, cancel := context.WithTimeout(bg, timeout)
 		defer cancel()
 		var err error
 		if exited {
@@ -124,6 +130,17 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		if err != nil && !isNotFound(err) {
 			c.log.WithError(err).WithField("container_id", containerID).Warn("delete exec process")
 		}
+	}
+	defer func() {
+		if outputHeld {
+			// The runtime's shim answers this delete only once the output
+			// is closed or after its own wait: 2 s in containerd 1.6, 10 s
+			// in 1.7.35 and 2.x. The result is known; the probe does not
+			// wait for that, Close does.
+			c.deletes.Go(func() { del(heldDeleteTimeout) })
+			return
+		}
+		del(cleanupTimeout)
 	}()
 
 	waitCtx, cancelWait := context.WithCancel(bg)
@@ -138,6 +155,10 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		// pid, so WithProcessKill would skip it and the delete would refuse
 		// a running process.
 		c.killIfStarted(bg, containerID, proc, exitc)
+		if ctx.Err() != nil {
+			// The runtime's error then only echoes the cancellation.
+			return prober.ExecResult{}, true, fmt.Errorf("start exec in container %s: %w", containerID, ctx.Err())
+		}
 		return prober.ExecResult{}, true, wrapErr(err, "start exec in container %s", containerID)
 	}
 	// Like CRI's ExecSync, the timeout counts from the process start.
@@ -161,7 +182,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		if timeout > 0 {
 			drainFor = max(minDrain, timeout-time.Since(start))
 		}
-		drain(proc.IO(), drainFor)
+		outputHeld = !drain(proc.IO(), drainFor)
 		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
 	case <-timer:
 		killed = true
@@ -215,10 +236,11 @@ func (c *Client) killIfStarted(ctx context.Context, containerID string, proc con
 	c.kill(ctx, proc, int(r.GetProcess().GetPid()), exitc)
 }
 
-// drain waits for the output copy to finish, at most d, then stops it.
-func drain(pio cio.IO, d time.Duration) {
+// drain waits for the output copy to finish, at most d, then stops it. It
+// reports whether the copy finished, i.e. the output was closed.
+func drain(pio cio.IO, d time.Duration) bool {
 	if pio == nil {
-		return
+		return true
 	}
 	done := make(chan struct{})
 	go func() {
@@ -229,8 +251,10 @@ func drain(pio cio.IO, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-done:
+		return true
 	case <-t.C:
 		pio.Cancel() // closes the FIFOs, which ends the copy
+		return false
 	}
 }
 

@@ -328,6 +328,9 @@ func TestErrorKinds(t *testing.T) {
 		{errdefs.ErrNotFound, ErrNotFound},
 		{errdefs.ErrUnavailable, ErrUnavailable},
 		{context.DeadlineExceeded, ErrUnavailable},
+		// containerd 2.x, a task whose shim just exited.
+		{status.Error(codes.Unknown, "ttrpc: closed"), ErrNotFound},
+		{fmt.Errorf("exec: %w", errors.New("ttrpc: closed")), ErrNotFound},
 		{status.Error(codes.Internal, "x"), nil},
 		{errors.New("x"), nil},
 	} {
