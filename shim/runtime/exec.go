@@ -149,11 +149,21 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	if err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
 	}
-	if err := proc.Start(nctx); err != nil {
-		// It may have started even so (ctx ended while the runtime started
-		// it): never run it again, and end it. The client never learned its
-		// pid, so WithProcessKill would skip it and the delete would refuse
-		// a running process.
+	if err := ctx.Err(); err != nil {
+		return prober.ExecResult{}, false, fmt.Errorf("exec in container %s: %w", containerID, err)
+	}
+	// Start is not cancelled with ctx: cut short, the runtime may still
+	// start the process after the client gave up and without telling its
+	// pid (seen on containerd 1.7 and 2.x). A ctx that ends meanwhile is
+	// seen right after, and the process killed.
+	sctx, cancelStart := context.WithTimeout(bg, cleanupTimeout)
+	err = proc.Start(sctx)
+	cancelStart()
+	if err != nil {
+		// It may have started even so (the answer was lost or late): never
+		// run it again, and end it. The client never learned its pid, so
+		// WithProcessKill would skip it and the delete would refuse a
+		// running process.
 		c.killIfStarted(bg, containerID, proc, exitc)
 		if ctx.Err() != nil {
 			// The runtime's error then only echoes the cancellation.
