@@ -17,12 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
-	containerd "github.com/containerd/containerd"
-	"github.com/containerd/containerd/errdefs"
-	"github.com/containerd/containerd/namespaces"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -107,6 +108,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	targets map[string]*execTarget // by container ID; see exec.go
+	// deletes are exec deletes that finish after their Exec returned.
+	deletes sync.WaitGroup
 }
 
 // New makes a Client. It does not wait for the runtime.
@@ -167,8 +170,11 @@ func dial(socket string) (*grpc.ClientConn, error) {
 }
 
 // Close closes the connections. Call it once in-flight Execs have returned:
-// an Exec deletes its process before it returns, through these connections.
+// an Exec deletes its process through these connections, before it returns
+// or, when a child of the process holds its output open, afterwards; Close
+// waits for those deletes (at most heldDeleteTimeout).
 func (c *Client) Close() error {
+	c.deletes.Wait()
 	var errs []error
 	for _, conn := range c.conns {
 		errs = append(errs, conn.Close())
@@ -209,6 +215,12 @@ func wrapErr(err error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// shimClosed ends the error containerd 2.x answers a call on a task with
+// while the task's shim has just exited (its container stopped) and the task
+// is not yet deleted; 1.6 answers NotFound. The task is gone either
+// way: never a runtime outage, which is Unavailable.
+const shimClosed = "ttrpc: closed"
+
 func kindOf(err error) error {
 	switch {
 	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable):
@@ -217,6 +229,8 @@ func kindOf(err error) error {
 		return ErrNotFound
 	case errdefs.IsUnavailable(err), errors.Is(err, context.DeadlineExceeded):
 		return ErrUnavailable
+	case strings.HasSuffix(err.Error(), shimClosed):
+		return ErrNotFound
 	}
 	if s, ok := status.FromError(err); ok {
 		switch s.Code() {

@@ -118,7 +118,11 @@ func newerSandbox(a, b *criapi.PodSandbox) bool {
 }
 
 // sandboxInfo is the part of containerd's verbose sandbox status ("info")
-// that tells the network namespace.
+// that tells the network namespace. Every containerd from 1.6 to 2.x puts
+// it in runtimeSpec (the sandbox container's OCI spec); 1.7's and 2.x's
+// sandbox controllers also give sandboxMetadata, versioned, whose NetNSPath
+// is the only source when runtimeSpec is left out (2.x: a sandbox that is
+// not fully created, or a sandboxer without a sandbox container).
 type sandboxInfo struct {
 	NetNamespaceClosed bool `json:"netNamespaceClosed"`
 	RuntimeSpec        *struct {
@@ -129,19 +133,30 @@ type sandboxInfo struct {
 			} `json:"namespaces"`
 		} `json:"linux"`
 	} `json:"runtimeSpec"`
+	SandboxMetadata *struct {
+		Version  string `json:"Version"`
+		Metadata struct {
+			NetNSPath string `json:"NetNSPath"`
+		} `json:"Metadata"`
+	} `json:"sandboxMetadata"`
 }
 
 // netNSPath reads the network namespace path from the verbose status info;
 // "" when absent, closed or unparsable (never an error: the caller decides).
 func netNSPath(info map[string]string) string {
 	var si sandboxInfo
-	if err := json.Unmarshal([]byte(info["info"]), &si); err != nil || si.NetNamespaceClosed || si.RuntimeSpec == nil || si.RuntimeSpec.Linux == nil {
+	if err := json.Unmarshal([]byte(info["info"]), &si); err != nil || si.NetNamespaceClosed {
 		return ""
 	}
-	for _, ns := range si.RuntimeSpec.Linux.Namespaces {
-		if ns.Type == "network" {
-			return ns.Path
+	if si.RuntimeSpec != nil && si.RuntimeSpec.Linux != nil {
+		for _, ns := range si.RuntimeSpec.Linux.Namespaces {
+			if ns.Type == "network" && ns.Path != "" {
+				return ns.Path
+			}
 		}
+	}
+	if md := si.SandboxMetadata; md != nil && md.Version == "v1" {
+		return md.Metadata.NetNSPath
 	}
 	return ""
 }

@@ -14,10 +14,11 @@ import (
 	"syscall"
 	"time"
 
-	containerd "github.com/containerd/containerd"
 	"github.com/containerd/containerd/api/services/tasks/v1"
-	"github.com/containerd/containerd/cio"
-	"github.com/containerd/containerd/oci"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/probeshim/probeshim/prober"
@@ -34,6 +35,10 @@ const (
 	// at least (otherwise until the probe's timeout): a background child
 	// holding stdout open must not hang a probe.
 	minDrain = 100 * time.Millisecond
+	// heldDeleteTimeout bounds the delete of an exec whose output a child
+	// still holds: containerd 1.7's and 2.x's shims wait up to 10 s before
+	// they answer.
+	heldDeleteTimeout = 15 * time.Second
 )
 
 // execTarget is what an exec needs of a container and never changes for a
@@ -98,9 +103,11 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	// Cleanup must happen whatever becomes of ctx, so it runs on a context
 	// of its own.
 	bg := c.nsCtx(context.WithoutCancel(ctx))
-	killed, exited := false, false
-	defer func() {
-		dctx, cancel := context.WithTimeout(bg, cleanupTimeout)
+	// outputHeld: the process exited but something it started still holds
+	// its output open.
+	killed, exited, outputHeld := false, false, false
+	del := func(timeout time.Duration) {
+		dctx, cancel := context.WithTimeout(bg, timeout)
 		defer cancel()
 		var err error
 		if exited {
@@ -123,6 +130,17 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		if err != nil && !isNotFound(err) {
 			c.log.WithError(err).WithField("container_id", containerID).Warn("delete exec process")
 		}
+	}
+	defer func() {
+		if outputHeld {
+			// The runtime's shim answers this delete only once the output
+			// is closed or after its own wait: 2 s in containerd 1.6, 10 s
+			// in 1.7.35 and 2.x. The result is known; the probe does not
+			// wait for that, Close does.
+			c.deletes.Go(func() { del(heldDeleteTimeout) })
+			return
+		}
+		del(cleanupTimeout)
 	}()
 
 	waitCtx, cancelWait := context.WithCancel(bg)
@@ -131,8 +149,26 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	if err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
 	}
-	if err := proc.Start(nctx); err != nil {
-		// It may have started even so: never run it again.
+	if err := ctx.Err(); err != nil {
+		return prober.ExecResult{}, false, fmt.Errorf("exec in container %s: %w", containerID, err)
+	}
+	// Start is not cancelled with ctx: cut short, the runtime may still
+	// start the process after the client gave up and without telling its
+	// pid (seen on containerd 1.7 and 2.x). A ctx that ends meanwhile is
+	// seen right after, and the process killed.
+	sctx, cancelStart := context.WithTimeout(bg, cleanupTimeout)
+	err = proc.Start(sctx)
+	cancelStart()
+	if err != nil {
+		// It may have started even so (the answer was lost or late): never
+		// run it again, and end it. The client never learned its pid, so
+		// WithProcessKill would skip it and the delete would refuse a
+		// running process.
+		c.killIfStarted(bg, containerID, proc, exitc)
+		if ctx.Err() != nil {
+			// The runtime's error then only echoes the cancellation.
+			return prober.ExecResult{}, true, fmt.Errorf("start exec in container %s: %w", containerID, ctx.Err())
+		}
 		return prober.ExecResult{}, true, wrapErr(err, "start exec in container %s", containerID)
 	}
 	// Like CRI's ExecSync, the timeout counts from the process start.
@@ -156,17 +192,17 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		if timeout > 0 {
 			drainFor = max(minDrain, timeout-time.Since(start))
 		}
-		drain(proc.IO(), drainFor)
+		outputHeld = !drain(proc.IO(), drainFor)
 		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
 	case <-timer:
 		killed = true
-		c.kill(bg, proc, exitc)
+		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{ExitCode: -1, Output: joinOutput(stdout, stderr)}, true,
 			fmt.Errorf("%w: %q in container %s after %s", prober.ErrExecTimeout, strings.Join(cmd, " "), containerID, timeout)
 	case <-ctx.Done():
 		killed = true
-		c.kill(bg, proc, exitc)
+		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
 	}
@@ -175,8 +211,8 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 // kill ends a timed-out or abandoned exec: first every process it started
 // (see killDescendants), then the process, and waits a bounded time for its
 // exit.
-func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
-	if pid := int(proc.Pid()); pid > 0 {
+func (c *Client) kill(ctx context.Context, proc containerd.Process, pid int, exitc <-chan containerd.ExitStatus) {
+	if pid > 0 {
 		// Twice: a child forked while the tree was being walked is caught
 		// by the second pass.
 		for range 2 {
@@ -197,10 +233,24 @@ func (c *Client) kill(ctx context.Context, proc containerd.Process, exitc <-chan
 	}
 }
 
-// drain waits for the output copy to finish, at most d, then stops it.
-func drain(pio cio.IO, d time.Duration) {
-	if pio == nil {
+// killIfStarted kills an exec whose start returned an error if the runtime
+// says it runs, with what it started; a process that never started is left
+// for the delete.
+func (c *Client) killIfStarted(ctx context.Context, containerID string, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
+	gctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	r, err := c.ctd.TaskService().Get(gctx, &tasks.GetRequest{ContainerID: containerID, ExecID: proc.ID()})
+	cancel()
+	if err != nil || r.GetProcess().GetStatus() != tasktypes.Status_RUNNING && r.GetProcess().GetStatus() != tasktypes.Status_PAUSED {
 		return
+	}
+	c.kill(ctx, proc, int(r.GetProcess().GetPid()), exitc)
+}
+
+// drain waits for the output copy to finish, at most d, then stops it. It
+// reports whether the copy finished, i.e. the output was closed.
+func drain(pio cio.IO, d time.Duration) bool {
+	if pio == nil {
+		return true
 	}
 	done := make(chan struct{})
 	go func() {
@@ -211,8 +261,10 @@ func drain(pio cio.IO, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-done:
+		return true
 	case <-t.C:
 		pio.Cancel() // closes the FIFOs, which ends the copy
+		return false
 	}
 }
 

@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/namespaces"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/probeshim/probeshim/internal/poll"
@@ -153,6 +154,7 @@ func TestRealSandboxAndNetns(t *testing.T) {
 		t.Fatalf("pod sandbox: %+v", sb)
 	}
 	t.Logf("pod network namespace: %s", sb.NetNSPath)
+	checkInfoShapes(t, r, p.sandboxID, sb.NetNSPath)
 
 	// A server bound to 127.0.0.1 inside the pod is reached through the
 	// pod's namespace, and not from the host.
@@ -199,6 +201,34 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	}
 }
 
+// checkInfoShapes checks both places of the verbose sandbox info that tell
+// the network namespace against this containerd: runtimeSpec (all versions)
+// and sandboxMetadata (2.x, 1.7's sandboxed CRI), the one 2.x may be left
+// with.
+func checkInfoShapes(t *testing.T, r *rig, sandboxID, want string) {
+	t.Helper()
+	st, err := r.cri.PodSandboxStatus(context.Background(), &criapi.PodSandboxStatusRequest{PodSandboxId: sandboxID, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(st.GetInfo()["info"]), &info); err != nil {
+		t.Fatalf("verbose sandbox info: %v", err)
+	}
+	if _, ok := info["runtimeSpec"]; !ok {
+		t.Error("verbose sandbox info has no runtimeSpec")
+	}
+	md, ok := info["sandboxMetadata"]
+	if !ok {
+		t.Log("verbose sandbox info has no sandboxMetadata (containerd 1.6, and 1.7's default CRI)")
+		return
+	}
+	only, _ := json.Marshal(map[string]json.RawMessage{"sandboxMetadata": md})
+	if got := netNSPath(map[string]string{"info": string(only)}); got != want {
+		t.Errorf("network namespace from sandboxMetadata alone = %q, want %q (from runtimeSpec)", got, want)
+	}
+}
+
 type changeLog struct {
 	mu sync.Mutex
 	c  []Change
@@ -218,7 +248,12 @@ func (l *changeLog) has(c Change) bool {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	poll.Eventually(t, 5*time.Second, func() error {
+	waitForWithin(t, what, 5*time.Second, cond)
+}
+
+func waitForWithin(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	poll.Eventually(t, d, func() error {
 		if !cond() {
 			return errors.New("waiting for " + what)
 		}
@@ -348,7 +383,9 @@ func TestRealTrackerReconnect(t *testing.T) {
 	}
 	run("start")
 	startedAgain = true
-	waitFor(t, "reconnect", func() bool { return tr.Healthy() == nil })
+	// The tracker's retries back off to 10 s while containerd is down (and
+	// containerd 2.x takes seconds to start): allow one full step.
+	waitForWithin(t, "reconnect", 15*time.Second, func() bool { return tr.Healthy() == nil })
 	waitFor(t, "the death during the outage", func() bool { c, _ := tr.Container(p.uid, "other"); return !c.Running })
 	if c, _ := tr.Container(p.uid, "app"); c.ID != id || !c.Running {
 		t.Fatalf("after reconnect: %+v", c)
@@ -378,9 +415,10 @@ func containerPid(t *testing.T, r *rig, id string) int {
 
 // A command that exits but leaves a child holding its stdout open returns
 // with its exit code once the timeout allows no more waiting for output; it
-// does not hang, and the result is not a timeout. (The delete then takes up
-// to 2 s more: containerd's shim waits that long for the process's output
-// before it lets go, for CRI's ExecSync too.)
+// does not hang, and the result is not a timeout. The delete of the exec
+// process goes on after Exec returned: containerd's shim holds it while the
+// output is open, 2 s in 1.6 and 10 s in 1.7.35 and 2.x, for CRI's
+// ExecSync too. Close waits for it.
 func TestRealExecBackgroundChild(t *testing.T) {
 	r := realContainerd(t)
 	p := r.runPod(t, false)
@@ -391,8 +429,16 @@ func TestRealExecBackgroundChild(t *testing.T) {
 	if err != nil || res.ExitCode != 4 || string(res.Output) != "hi\n" {
 		t.Fatalf("exec = %+v (%q), %v", res, res.Output, err)
 	}
-	if d > 4500*time.Millisecond {
+	if d > 2500*time.Millisecond {
 		t.Fatalf("took %s", d)
 	}
 	t.Logf("returned after %s", d)
+	done := make(chan struct{})
+	go func() { r.client.deletes.Wait(); close(done) }()
+	select {
+	case <-done:
+		t.Logf("exec process deleted after %s", time.Since(start))
+	case <-time.After(heldDeleteTimeout + 5*time.Second):
+		t.Fatal("the exec process's delete never finished")
+	}
 }

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	eventtypes "github.com/containerd/containerd/api/events"
-	"github.com/containerd/containerd/errdefs"
-	"github.com/containerd/containerd/events"
+	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
@@ -246,6 +246,14 @@ func TestNetNSPath(t *testing.T) {
 		{``, ""},
 		{`[]`, ""},
 		{`{"runtimeSpec":{"linux":{"namespaces":"x"}}}`, ""},
+		// containerd 1.7's and 2.x's sandbox controllers add sandboxMetadata;
+		// 2.x leaves runtimeSpec out of a sandbox it has no container of.
+		{`{"runtimeSpec":null,"sandboxMetadata":{"Version":"v1","Metadata":{"NetNSPath":"/run/netns/cni-2"}}}`, "/run/netns/cni-2"},
+		{`{"sandboxMetadata":{"Version":"v1","Metadata":{"NetNSPath":"/run/netns/cni-2"}}}`, "/run/netns/cni-2"},
+		{`{"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/run/netns/a"}]}},"sandboxMetadata":{"Version":"v1","Metadata":{"NetNSPath":"/run/netns/b"}}}`, "/run/netns/a"},
+		{`{"netNamespaceClosed":true,"sandboxMetadata":{"Version":"v1","Metadata":{"NetNSPath":"/run/netns/cni-2"}}}`, ""},
+		{`{"sandboxMetadata":{"Version":"v9","Metadata":{"NetNSPath":"/run/netns/cni-2"}}}`, ""},
+		{`{"sandboxMetadata":{"Version":"v1","Metadata":{"NetNSPath":""}}}`, ""},
 	} {
 		if got := netNSPath(map[string]string{"info": tc.info}); got != tc.want {
 			t.Errorf("netNSPath(%s) = %q, want %q", tc.info, got, tc.want)
@@ -320,6 +328,9 @@ func TestErrorKinds(t *testing.T) {
 		{errdefs.ErrNotFound, ErrNotFound},
 		{errdefs.ErrUnavailable, ErrUnavailable},
 		{context.DeadlineExceeded, ErrUnavailable},
+		// containerd 2.x, a task whose shim just exited.
+		{status.Error(codes.Unknown, "ttrpc: closed"), ErrNotFound},
+		{fmt.Errorf("exec: %w", errors.New("ttrpc: closed")), ErrNotFound},
 		{status.Error(codes.Internal, "x"), nil},
 		{errors.New("x"), nil},
 	} {

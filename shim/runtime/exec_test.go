@@ -1,0 +1,135 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	containersapi "github.com/containerd/containerd/api/services/containers/v1"
+	"github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// fakeTasks is containerd's containers and tasks services for one running
+// container whose exec start fails although the runtime started the
+// process: what happens when the caller's context ends during Start.
+type fakeTasks struct {
+	tasks.UnimplementedTasksServer
+	mu      sync.Mutex
+	running bool // the exec process
+	killed  chan struct{}
+	deleted bool
+}
+
+type fakeContainers struct {
+	containersapi.UnimplementedContainersServer
+}
+
+func (fakeContainers) Get(_ context.Context, r *containersapi.GetContainerRequest) (*containersapi.GetContainerResponse, error) {
+	spec := []byte(`{"ociVersion":"1.0.2","process":{"user":{"uid":0,"gid":0},"args":["sleep"],"cwd":"/"}}`)
+	return &containersapi.GetContainerResponse{Container: &containersapi.Container{ID: r.ID,
+		Spec: &anypb.Any{TypeUrl: "types.containerd.io/opencontainers/runtime-spec/1/Spec", Value: spec}}}, nil
+}
+
+func (f *fakeTasks) Get(_ context.Context, r *tasks.GetRequest) (*tasks.GetResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.ExecID == "" {
+		return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ContainerID, Pid: 1, Status: tasktypes.Status_RUNNING}}, nil
+	}
+	st := tasktypes.Status_STOPPED
+	if f.running {
+		st = tasktypes.Status_RUNNING
+	}
+	return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ExecID, Status: st}}, nil
+}
+
+func (f *fakeTasks) Exec(context.Context, *tasks.ExecProcessRequest) (*emptypb.Empty, error) {
+	return &emptypb.Empty{}, nil
+}
+
+func (f *fakeTasks) Start(context.Context, *tasks.StartRequest) (*tasks.StartResponse, error) {
+	f.mu.Lock()
+	f.running = true
+	f.mu.Unlock()
+	return nil, status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+}
+
+func (f *fakeTasks) Wait(ctx context.Context, _ *tasks.WaitRequest) (*tasks.WaitResponse, error) {
+	select {
+	case <-f.killed:
+		return &tasks.WaitResponse{ExitStatus: 137}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (f *fakeTasks) Kill(_ context.Context, r *tasks.KillRequest) (*emptypb.Empty, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.ExecID != "" && f.running {
+		f.running = false
+		close(f.killed)
+	}
+	return &emptypb.Empty{}, nil
+}
+
+func (f *fakeTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) (*tasks.DeleteResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.running {
+		return nil, status.Error(codes.FailedPrecondition, "process must be stopped before deletion")
+	}
+	f.deleted = true
+	return &tasks.DeleteResponse{}, nil
+}
+
+// An exec whose Start fails after the runtime started it is killed and
+// deleted, not left running: the client never learned its pid, so the
+// client library's WithProcessKill would skip it.
+func TestExecStartFailureKillsStartedProcess(t *testing.T) {
+	f := &fakeTasks{killed: make(chan struct{})}
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	containersapi.RegisterContainersServer(srv, fakeContainers{})
+	tasks.RegisterTasksServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := New(WithContainerdSocket(l.Addr().String()), WithFIFODir(filepath.Join(dir, "fifo")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second)
+	if err == nil || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Exec = %v, want the start error", err)
+	}
+	select {
+	case <-f.killed:
+	default:
+		t.Fatal("the started exec process was not killed")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.deleted {
+		t.Fatal("the exec process was not deleted")
+	}
+}
