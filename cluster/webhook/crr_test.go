@@ -144,7 +144,9 @@ func TestActiveRequest(t *testing.T) {
 		mut(c)
 		return c
 	}
-	done := req("done", func(c *v1alpha1.ContainerRecreateRequest) { c.Status.Phase = v1alpha1.ContainerRecreateRequestCompleted })
+	done := req("done", func(c *v1alpha1.ContainerRecreateRequest) {
+		c.Status.Phase = v1alpha1.ContainerRecreateRequestCompleted
+	})
 	going := req("going", func(c *v1alpha1.ContainerRecreateRequest) {
 		now := metav1.Now()
 		c.DeletionTimestamp, c.Finalizers = &now, []string{"example.com/hold"}
@@ -155,7 +157,9 @@ func TestActiveRequest(t *testing.T) {
 		t.Fatalf("activeRequest = %q, %v; want none", name, err)
 	}
 	r = fake.NewClientBuilder().WithScheme(scheme).WithObjects(done, going, other,
-		req("working", func(c *v1alpha1.ContainerRecreateRequest) { c.Status.Phase = v1alpha1.ContainerRecreateRequestRecreating })).Build()
+		req("working", func(c *v1alpha1.ContainerRecreateRequest) {
+			c.Status.Phase = v1alpha1.ContainerRecreateRequestRecreating
+		})).Build()
 	if name, err := activeRequest(context.Background(), r, pod); err != nil || name != "working" {
 		t.Fatalf("activeRequest = %q, %v; want working", name, err)
 	}

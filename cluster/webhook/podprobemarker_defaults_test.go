@@ -37,7 +37,7 @@ func TestPodProbeMarkerDefaulter(t *testing.T) {
 	want := map[string]any{
 		"/spec/probes/0/probe/initialDelaySeconds": 1, "/spec/probes/0/probe/timeoutSeconds": 1,
 		"/spec/probes/0/probe/periodSeconds": 1, "/spec/probes/0/probe/successThreshold": 1,
-		"/spec/probes/0/probe/failureThreshold": 1,
+		"/spec/probes/0/probe/failureThreshold":    1,
 		"/spec/probes/1/probe/initialDelaySeconds": 1, "/spec/probes/1/probe/timeoutSeconds": 1,
 		"/spec/probes/1/probe/successThreshold": 1,
 	}
