@@ -154,6 +154,10 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 				continue
 			}
 			probe, err := nppspec.ResolvePorts(&probes[j].LivenessProbe, c)
+			if err == nil && probe.Exec != nil {
+				// $(VAR) as the kubelet expands it in the probes it runs.
+				probe.Exec.Command = nppspec.ExpandCommand(probe.Exec.Command, c.Env)
+			}
 			if err == nil {
 				// The annotation can be edited after the webhook checked it at CREATE.
 				err = nppspec.CheckProbe(probe, pod.Status.PodIP, true, field.NewPath("livenessProbe"))

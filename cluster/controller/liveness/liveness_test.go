@@ -130,6 +130,27 @@ func TestDesiredEntriesResolvesNamedPorts(t *testing.T) {
 	}
 }
 
+// An exec liveness probe's $(VAR) references are expanded from the container's env, as the kubelet
+// expands them, before the command reaches the node.
+func TestDesiredEntriesExpandsEnv(t *testing.T) {
+	exec := v1alpha1.ContainerLivenessProbe{Name: "main", LivenessProbe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "wget -q -O- 127.0.0.1:$(PORT)/healthz || exit $$(false)", "$(UNSET)"}}}}}
+	pod := livenessPod(t, "ns", "p", "n", exec)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PORT", Value: "8080"}}
+	got, skipped := desiredEntries([]corev1.Pod{*pod})
+	if len(got) != 1 || len(skipped) != 0 {
+		t.Fatalf("entries %+v, skipped %+v", got, skipped)
+	}
+	want := []string{"sh", "-c", "wget -q -O- 127.0.0.1:8080/healthz || exit $(false)", "$(UNSET)"}
+	if cmd := got[0].Probes[0].Probe.Exec.Command; fmt.Sprint(cmd) != fmt.Sprint(want) {
+		t.Errorf("command %q, want %q", cmd, want)
+	}
+	// The pod's annotation keeps the command as written.
+	if !strings.Contains(pod.Annotations[v1alpha1.AnnotationContainerProbeContext], "$(PORT)") {
+		t.Error("the annotation was changed")
+	}
+}
+
 func spec(node string) (string, error) {
 	npp := &v1alpha1.NodePodProbe{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, npp); err != nil {
