@@ -22,7 +22,7 @@ func patchPaths(ops []jsonpatch.JsonPatchOperation) map[string]any {
 
 func TestPodProbeMarkerDefaulter(t *testing.T) {
 	timed := tcpProbe("up", 80)
-	timed.Probe.Probe.PeriodSeconds, timed.Probe.Probe.FailureThreshold = 10, 3
+	timed.Probe.PeriodSeconds, timed.Probe.FailureThreshold = 10, 3
 	full := tcpProbe("full", 80)
 	full.Probe.Probe = corev1.Probe{ProbeHandler: full.Probe.ProbeHandler,
 		InitialDelaySeconds: 5, TimeoutSeconds: 2, PeriodSeconds: 3, SuccessThreshold: 1, FailureThreshold: 4}

@@ -111,7 +111,9 @@ func (s *suite) testKruiseGame(t *testing.T) {
 		}
 	}
 	t1 := time.Now()
-	editAs(func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Probe.Exec.Command = []string{"sh", "-c", "sh /tmp/healthy.sh"} })
+	editAs(func(m *v1alpha1.PodProbeMarker) {
+		m.Spec.Probes[0].Probe.Exec.Command = []string{"sh", "-c", "sh /tmp/healthy.sh"}
+	})
 	s.waitMarkerStatus(t, m, 2)
 	t.Logf("status caught up with an update after %s", time.Since(t1).Round(time.Millisecond))
 }

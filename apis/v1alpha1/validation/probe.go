@@ -47,7 +47,7 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 	if probe == nil {
 		return field.ErrorList{field.Required(fldPath, "a probe is required")}
 	}
-	errs := validateHandler(&probe.ProbeHandler, opts, fldPath)
+	errs := validateHandler(&probe.ProbeHandler, fldPath)
 	errs = append(errs, nonNegative(int64(probe.InitialDelaySeconds), fldPath.Child("initialDelaySeconds"))...)
 	errs = append(errs, nonNegative(int64(probe.TimeoutSeconds), fldPath.Child("timeoutSeconds"))...)
 	errs = append(errs, nonNegative(int64(probe.PeriodSeconds), fldPath.Child("periodSeconds"))...)
@@ -71,7 +71,7 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 
 // validateHandler checks that exactly one handler is set and checks that handler. It serves both
 // probes and preStop hooks (which have no grpc).
-func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+func validateHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	var first string
 	count := func(set bool, name string) bool {
@@ -90,7 +90,7 @@ func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.P
 		errs = append(errs, validateExec(h.Exec, fldPath.Child("exec"))...)
 	}
 	if count(h.HTTPGet != nil, "httpGet") {
-		errs = append(errs, validateHTTPGet(h.HTTPGet, opts, fldPath.Child("httpGet"))...)
+		errs = append(errs, validateHTTPGet(h.HTTPGet, fldPath.Child("httpGet"))...)
 	}
 	if count(h.TCPSocket != nil, "tcpSocket") {
 		errs = append(errs, validateTCPSocket(h.TCPSocket, fldPath.Child("tcpSocket"))...)
@@ -116,7 +116,7 @@ func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList 
 	return nil
 }
 
-func validateHTTPGet(get *corev1.HTTPGetAction, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+func validateHTTPGet(get *corev1.HTTPGetAction, fldPath *field.Path) field.ErrorList {
 	errs := validateHost(get.Host, fldPath.Child("host"))
 	// A path without a leading '/' ("healthz") is what the kubelet accepts and requests as
 	// "/healthz"; the node service builds the URL the same way (see prober.newHTTPRequest).

@@ -35,7 +35,7 @@ func TestExpandCommand(t *testing.T) {
 		{"$(PORT$(DIR)", "$(PORT$(DIR)"}, // the kubelet reads "PORT$(DIR" as the name: unknown, kept
 		{"$()", "$()"},
 		{"$(EMPTY)x", "x"},
-		{"$(SECRET)", ""}, // valueFrom: no static value, as in the kubelet
+		{"$(SECRET)", ""},     // valueFrom: no static value, as in the kubelet
 		{"$(REF)", "$(PORT)"}, // values are not expanded again
 		{"ü$(PORT)ü", "ü8080ü"},
 		{"$ü", "$ü"},
