@@ -483,3 +483,64 @@ func listenRaw(t *testing.T, response string) net.Listener {
 	}()
 	return ln
 }
+
+// passDialer records where it is asked to connect and connects there.
+type passDialer struct {
+	mu     sync.Mutex
+	dialed []string
+}
+
+func (d *passDialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	d.mu.Lock()
+	d.dialed = append(d.dialed, address)
+	d.mu.Unlock()
+	return (&net.Dialer{}).DialContext(ctx, network, address)
+}
+
+// A Host header naming a virtual host only sets the header: every connection, redirects
+// included, goes to the address the probe was given (the pod), never to the named host.
+func TestHTTPHostHeaderNeverRedirects(t *testing.T) {
+	ht := newHTTPTarget(t, false)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ht.port))
+	for _, path := range []string{
+		"/headers",
+		"/redirect?loc=/headers", // relative: followed, to the pod
+		"/redirect?loc=" + url.QueryEscape("http://vhost.example.com/headers"), // the virtual host: not followed
+	} {
+		t.Run(path, func(t *testing.T) {
+			d := &passDialer{}
+			a := get(path, corev1.HTTPHeader{Name: "Host", Value: "vhost.example.com"})
+			r, msg, err := probeHTTP(context.Background(), d, addr, a, 5*time.Second)
+			if err != nil || r != Success {
+				t.Fatalf("result %v %q %v", r, msg, err)
+			}
+			for _, got := range d.dialed {
+				if got != addr {
+					t.Errorf("dialled %s, want only the pod %s", got, addr)
+				}
+			}
+			if len(d.dialed) == 0 {
+				t.Fatal("nothing dialled")
+			}
+			ht.mu.Lock()
+			host := ht.host
+			ht.mu.Unlock()
+			if strings.Contains(path, "loc=/headers") || path == "/headers" {
+				if host != "vhost.example.com" {
+					t.Errorf("the server saw Host %q, want vhost.example.com", host)
+				}
+			}
+		})
+	}
+}
+
+// A path without a leading '/' is requested as the kubelet requests it: "ok" is "/ok".
+func TestHTTPPathWithoutSlash(t *testing.T) {
+	ht := newHTTPTarget(t, false)
+	if r, msg, err := ht.probe(t, get("ok"), 5*time.Second); err != nil || r != Success {
+		t.Fatalf("result %v %q %v", r, msg, err)
+	}
+	if n := ht.hitCount("/ok"); n != 1 {
+		t.Errorf("%d requests for /ok, want 1", n)
+	}
+}

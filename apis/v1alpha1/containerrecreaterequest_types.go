@@ -22,6 +22,15 @@ const (
 	AnnotationCRRUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
 )
 
+// AnnotationCRRConcurrency on a pod says whether it may have more than one active
+// ContainerRecreateRequest at a time: CRRConcurrencyForbid makes admission refuse a new request
+// while another one of the pod is active; anything else (or no annotation) allows it, as
+// OpenKruise does (the node processes a pod's requests one after another).
+const (
+	AnnotationCRRConcurrency = "probeshim.io/crr-concurrency"
+	CRRConcurrencyForbid     = "Forbid"
+)
+
 // ContainerRecreateRequestSpec says which containers of which pod to restart, and how.
 type ContainerRecreateRequestSpec struct {
 	// PodName is the pod, in the request's namespace, whose containers are recreated.

@@ -34,10 +34,10 @@ type PodProbeMarkerSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.probe.httpGet) || !has(self.probe.httpGet.httpHeaders) || size(self.probe.httpGet.httpHeaders) <= 16",message="may have at most 16 headers",fieldPath=".probe.httpGet.httpHeaders"
 // +kubebuilder:validation:XValidation:rule="!has(self.probe.grpc) || !has(self.probe.grpc.service) || size(self.probe.grpc.service) <= 256",message="may not be more than 256 characters",fieldPath=".probe.grpc.service"
 type PodContainerProbe struct {
-	// Name identifies the probe within the marker. It must not contain '#', which joins marker and
-	// probe names in NodePodProbe.
+	// Name identifies the probe within the marker: free text as in OpenKruise (spaces allowed), at
+	// most 253 bytes. It must not contain '#', which joins marker and probe names in NodePodProbe.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[^#]+$`
 	Name string `json:"name"`
 
@@ -50,7 +50,8 @@ type PodContainerProbe struct {
 	Probe ContainerProbeSpec `json:"probe"`
 
 	// MarkerPolicy patches labels and annotations onto the pod for each probe state, at most one
-	// entry per state. At least one of markerPolicy and podConditionType must be set.
+	// entry per state. Without markerPolicy and podConditionType the result is recorded only in
+	// NodePodProbe status (as in OpenKruise; admission warns).
 	// +listType=map
 	// +listMapKey=state
 	// +kubebuilder:validation:MaxItems=2

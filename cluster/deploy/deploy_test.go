@@ -140,7 +140,7 @@ func TestManifests(t *testing.T) {
 	}
 
 	// Every webhook calls the Service on a path the handlers are registered on.
-	paths := []string{webhook.PathPodLiveness, webhook.PathContainerRecreateRequestMutate, // mutating
+	paths := []string{webhook.PathPodLiveness, webhook.PathPodProbeMarkerDefaults, webhook.PathContainerRecreateRequestMutate, // mutating
 		webhook.PathPodProbeMarker, webhook.PathNodePodProbe, webhook.PathContainerRecreateRequestValidate} // validating
 	var configs []admissionregistrationv1.WebhookClientConfig
 	var policies []admissionregistrationv1.FailurePolicyType

@@ -56,8 +56,8 @@ func TestPodProbeMarkerSizeBounds(t *testing.T) {
 		}, p0 + ".probe.exec.command", "may have at most 64 arguments", "schema"},
 		{"long path", httpGet(func(h *corev1.HTTPGetAction) { h.Path = "/" + strings.Repeat("p", 4096) }),
 			p0 + ".probe.httpGet.path", "may not be more than 2048 characters", "schema"},
-		{"long probe name", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("n", 60) + ".example.com/x" },
-			p0 + ".name", "may not be more than 63", "schema"},
+		{"long probe name", func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("n", 250) + ".example.com/x" },
+			p0 + ".name", "may not be more than 253", "schema"},
 		{"17 labels", func(m *v1alpha1.PodProbeMarker) {
 			for i := range 17 {
 				m.Spec.Probes[0].MarkerPolicy[0].Labels[fmt.Sprintf("l%d", i)] = "v"

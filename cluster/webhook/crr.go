@@ -35,14 +35,21 @@ var crrGroupKind = v1alpha1.SchemeGroupVersion.WithKind("ContainerRecreateReques
 // and per container the preStop hook (and the ports, for a network hook) from the pod spec and the
 // statusContext (containerID, restartCount) of the instance to recreate from the pod status.
 //
+// strategy.terminationGracePeriodSeconds is defaulted to the pod's, as OpenKruise does, so the
+// request shows the grace its node will use.
+//
+// A pod annotated probeshim.io/crr-concurrency: Forbid gets no second active request: a new one is
+// refused while another request of the pod is active (the annotation is the pod owner's opt-in).
+//
 // It rejects, with every reason at once: a pod that is missing, not on a node, finished or
 // being deleted; containers the pod does not have or that have not started; what the shared
 // validation rejects (duplicates, activeDeadlineSeconds < 3, negative durations); and preStop,
 // ports or statusContext supplied by the user, which only admission may set (a user-written
 // preStop would run a command the pod never declared).
 type ContainerRecreateRequestMutator struct {
-	// Pods reads the target pod. Use an uncached reader: a cache a moment behind would copy the
-	// status context of a container instance that has already been replaced.
+	// Pods reads the target pod, and the pod's active requests when it forbids concurrent ones.
+	// Use an uncached reader: a cache a moment behind would copy the status context of a container
+	// instance that has already been replaced, or miss a request just created.
 	Pods client.Reader
 	// Hold says why OpenKruise carries out requests now ("" when probeshim does; nil never).
 	// While it holds, a request is admitted as sent, labelled for Kruise (see
@@ -107,6 +114,17 @@ func (m *ContainerRecreateRequestMutator) Handle(ctx context.Context, req admiss
 			var perrs field.ErrorList
 			injected, warnings, perrs = injectFromPod(crr, pod, specPath)
 			errs = append(errs, perrs...)
+			if len(perrs) == 0 && pod.Annotations[v1alpha1.AnnotationCRRConcurrency] == v1alpha1.CRRConcurrencyForbid {
+				active, err := activeRequest(ctx, m.Pods, pod)
+				if err != nil {
+					return admission.Errored(http.StatusInternalServerError, err)
+				}
+				if active != "" {
+					errs = append(errs, field.Forbidden(specPath.Child("podName"), fmt.Sprintf(
+						"pod %s already has the active ContainerRecreateRequest %s and its annotation %s: %s allows one at a time; "+
+							"create this one after that one completes", pod.Name, active, v1alpha1.AnnotationCRRConcurrency, v1alpha1.CRRConcurrencyForbid)))
+				}
+			}
 		}
 	}
 	if len(errs) > 0 {
@@ -124,9 +142,26 @@ func (m *ContainerRecreateRequestMutator) Handle(ctx context.Context, req admiss
 	return resp
 }
 
+// activeRequest names an active request of pod (not completed, not being deleted), or "".
+func activeRequest(ctx context.Context, r client.Reader, pod *corev1.Pod) (string, error) {
+	var list v1alpha1.ContainerRecreateRequestList
+	if err := r.List(ctx, &list, client.InNamespace(pod.Namespace),
+		client.MatchingLabels{v1alpha1.LabelCRRPodUID: string(pod.UID), v1alpha1.LabelCRRActive: "true"}); err != nil {
+		return "", fmt.Errorf("listing the requests of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.DeletionTimestamp == nil && c.Status.Phase != v1alpha1.ContainerRecreateRequestCompleted {
+			return c.Name, nil
+		}
+	}
+	return "", nil
+}
+
 // injection is what the mutator adds to a request.
 type injection struct {
 	labels     map[string]string
+	grace      *int64              // the pod's terminationGracePeriodSeconds, when the request sets none
 	containers []injectedContainer // in spec.containers order
 }
 
@@ -149,6 +184,9 @@ func injectFromPod(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, spec
 		v1alpha1.LabelCRRNodeName: pod.Spec.NodeName,
 		v1alpha1.LabelCRRActive:   "true",
 	}}
+	if s := crr.Spec.Strategy; s == nil || s.TerminationGracePeriodSeconds == nil {
+		inj.grace = pod.Spec.TerminationGracePeriodSeconds
+	}
 	names := recreatableNames(pod)
 	for i := range crr.Spec.Containers {
 		name := crr.Spec.Containers[i].Name
@@ -262,6 +300,9 @@ func applyInjection(raw []byte, inj *injection) ([]byte, error) {
 	strategy := childObject(spec, "strategy")
 	if fp, _ := strategy["failurePolicy"].(string); fp == "" {
 		strategy["failurePolicy"] = string(v1alpha1.ContainerRecreateRequestFailurePolicyFail)
+	}
+	if _, set := strategy["terminationGracePeriodSeconds"]; !set && inj.grace != nil {
+		strategy["terminationGracePeriodSeconds"] = *inj.grace
 	}
 	list, _ := spec["containers"].([]any)
 	if len(list) != len(inj.containers) {

@@ -107,6 +107,10 @@ func TestContainerRecreateRequestInjection(t *testing.T) {
 	if s := got.Spec.Strategy; s.FailurePolicy != v1alpha1.ContainerRecreateRequestFailurePolicyFail || !s.OrderedRecreate {
 		t.Errorf("strategy %+v", s)
 	}
+	// The pod's grace (30 s, the API server's default), written into the request as OpenKruise does.
+	if g := got.Spec.Strategy.TerminationGracePeriodSeconds; g == nil || *g != 30 {
+		t.Errorf("strategy.terminationGracePeriodSeconds %v, want the pod's 30", g)
+	}
 	c := got.Spec.Containers
 	if len(c) != 3 {
 		t.Fatalf("containers %+v", c)
@@ -136,6 +140,50 @@ func TestContainerRecreateRequestInjection(t *testing.T) {
 	}
 	if ignore.Spec.Strategy.FailurePolicy != v1alpha1.ContainerRecreateRequestFailurePolicyIgnore {
 		t.Errorf("failurePolicy %s", ignore.Spec.Strategy.FailurePolicy)
+	}
+	// So is an explicit grace, zero included.
+	short := newCRR(pod.Name, "log")
+	short.Spec.Strategy = &v1alpha1.ContainerRecreateRequestStrategy{TerminationGracePeriodSeconds: ptr.To[int64](0)}
+	if err := testEnv.admin.Create(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	if g := short.Spec.Strategy.TerminationGracePeriodSeconds; g == nil || *g != 0 {
+		t.Errorf("explicit grace 0 became %v", g)
+	}
+}
+
+// A pod annotated probeshim.io/crr-concurrency: Forbid gets one active request at a time; without
+// the annotation a second active request is admitted, as in OpenKruise.
+func TestContainerRecreateRequestConcurrencyForbid(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	forbid := crrPod(t, func(p *corev1.Pod) {
+		p.Annotations = map[string]string{v1alpha1.AnnotationCRRConcurrency: v1alpha1.CRRConcurrencyForbid}
+	})
+	first := newCRR(forbid.Name, "log")
+	if err := testEnv.admin.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	err := testEnv.admin.Create(ctx, newCRR(forbid.Name, "main"))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), crrMutator) ||
+		!strings.Contains(err.Error(), "already has the active ContainerRecreateRequest "+first.Name) {
+		t.Fatalf("second active request: %v", err)
+	}
+	// Once the first is no longer active (the lifecycle controller removes the label when it
+	// completes), the next one is admitted.
+	delete(first.Labels, v1alpha1.LabelCRRActive)
+	if err := testEnv.admin.Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.admin.Create(ctx, newCRR(forbid.Name, "main")); err != nil {
+		t.Errorf("after the first completed: %v", err)
+	}
+
+	allow := crrPod(t, nil)
+	for range 2 {
+		if err := testEnv.admin.Create(ctx, newCRR(allow.Name, "log")); err != nil {
+			t.Errorf("a pod without the annotation: %v", err)
+		}
 	}
 }
 

@@ -130,3 +130,37 @@ func TestValidateAdmitted(t *testing.T) {
 		t.Errorf("complete request: %v", errs)
 	}
 }
+
+// Only requests still at work count against probeshim.io/crr-concurrency: Forbid: a completed
+// request whose active label is not removed yet, or one being deleted, does not.
+func TestActiveRequest(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	pod := unitPod()
+	req := func(name string, mut func(*v1alpha1.ContainerRecreateRequest)) *v1alpha1.ContainerRecreateRequest {
+		c := &v1alpha1.ContainerRecreateRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+			Labels: map[string]string{v1alpha1.LabelCRRPodUID: "uid-p", v1alpha1.LabelCRRActive: "true"}}}
+		mut(c)
+		return c
+	}
+	done := req("done", func(c *v1alpha1.ContainerRecreateRequest) {
+		c.Status.Phase = v1alpha1.ContainerRecreateRequestCompleted
+	})
+	going := req("going", func(c *v1alpha1.ContainerRecreateRequest) {
+		now := metav1.Now()
+		c.DeletionTimestamp, c.Finalizers = &now, []string{"example.com/hold"}
+	})
+	other := req("other-pod", func(c *v1alpha1.ContainerRecreateRequest) { c.Labels[v1alpha1.LabelCRRPodUID] = "uid-q" })
+	r := fake.NewClientBuilder().WithScheme(scheme).WithObjects(done, going, other).Build()
+	if name, err := activeRequest(context.Background(), r, pod); err != nil || name != "" {
+		t.Fatalf("activeRequest = %q, %v; want none", name, err)
+	}
+	r = fake.NewClientBuilder().WithScheme(scheme).WithObjects(done, going, other,
+		req("working", func(c *v1alpha1.ContainerRecreateRequest) {
+			c.Status.Phase = v1alpha1.ContainerRecreateRequestRecreating
+		})).Build()
+	if name, err := activeRequest(context.Background(), r, pod); err != nil || name != "working" {
+		t.Fatalf("activeRequest = %q, %v; want working", name, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -101,7 +102,7 @@ func TestLivenessWebhookScope(t *testing.T) {
 func TestLivenessWebhookRejects(t *testing.T) {
 	needEnv(t)
 	pod := livenessPod("games", "bad", optIn)
-	pod.Spec.Containers[2].LivenessProbe.HTTPGet.HTTPHeaders = []corev1.HTTPHeader{{Name: "Host", Value: "169.254.169.254"}}
+	pod.Spec.Containers[2].LivenessProbe.HTTPGet.Protocol = ptr.To(corev1.HTTPProtocolHTTP2)
 	err := testEnv.admin.Create(context.Background(), pod)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("want Invalid, got %v", err)
@@ -109,7 +110,7 @@ func TestLivenessWebhookRejects(t *testing.T) {
 	for _, want := range []string{
 		`admission webhook "enhanced-liveness.pods.probeshim.io" denied the request`,
 		"games/bad", "apps.kruise.io/using-enhanced-liveness",
-		"spec.containers[2].livenessProbe.httpGet.httpHeaders[0].value", "a Host header must name the pod",
+		"spec.containers[2].livenessProbe.httpGet.protocol", "probeshim does not implement HTTP/2",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)

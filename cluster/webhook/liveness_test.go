@@ -147,10 +147,22 @@ func TestLivenessMutatorRejects(t *testing.T) {
 			want: []string{"spec.containers[1].livenessProbe.tcpSocket.host", "games/web-"},
 		},
 		{
-			name: "Host header naming another address (the pod IP is unknown at CREATE)",
+			name: "HTTP/2 (not implemented: refused, never run as HTTP/1.1)",
 			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
-				"livenessProbe":{"httpGet":{"port":80,"httpHeaders":[{"name":"Host","value":"169.254.169.254"}]}}}]}}`,
-			want: []string{"spec.containers[0].livenessProbe.httpGet.httpHeaders[0].value", "must name the pod"},
+				"livenessProbe":{"httpGet":{"port":80,"protocol":"HTTP2"}}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.httpGet.protocol", "probeshim does not implement HTTP/2"},
+		},
+		{
+			name: "gRPC over TLS (not implemented)",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
+				"livenessProbe":{"grpc":{"port":9090,"mode":"TLS"}}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.grpc.mode", "probeshim does not implement gRPC probes over TLS"},
+		},
+		{
+			name: "terminationGracePeriodSeconds 0 (the kubelet refuses it on liveness probes)",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
+				"livenessProbe":{"exec":{"command":["true"]},"terminationGracePeriodSeconds":0}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.terminationGracePeriodSeconds", "must be greater than 0"},
 		},
 		{
 			name: "no handler",

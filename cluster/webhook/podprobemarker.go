@@ -32,6 +32,11 @@ type AccessReviewer interface {
 // the requesting user may create pods/exec in the marker's namespace. Likewise a network probe
 // whose host names the pod's loopback reaches what only `create pods/portforward` reaches, so a
 // marker that adds or changes one needs that right. Otherwise a marker would be a way around RBAC.
+//
+// A controller that writes exec markers but must not exec into pods itself (kruise-game's has no
+// pods/exec) may instead be granted the verb "exec" on podprobemarkers.apps.kruise.io
+// (VerbExecMarkers; cluster/deploy/rbac-exec-markers.yaml ships such a role, bound to nobody):
+// an admin's explicit statement that this subject may have commands run through markers.
 type PodProbeMarkerValidator struct {
 	Reviewer AccessReviewer
 }
@@ -65,8 +70,7 @@ func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Requ
 	// Only new or changed exec probes need the check, so the controllers' own updates (finalizers,
 	// metadata) and edits that leave the commands alone never depend on the user's exec rights.
 	if i := firstChangedProbe(ppm, old, isExec); i >= 0 {
-		if resp, ok := v.check(ctx, req, ppm, "exec", "exec probes run commands inside containers",
-			field.NewPath("spec", "probes").Index(i).Child("probe", "exec")); !ok {
+		if resp, ok := v.checkExec(ctx, req, ppm, field.NewPath("spec", "probes").Index(i).Child("probe", "exec")); !ok {
 			return resp
 		}
 	}
@@ -78,7 +82,30 @@ func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Requ
 			return resp
 		}
 	}
-	return admission.Allowed("")
+	resp := admission.Allowed("")
+	resp.Warnings = validation.PodProbeMarkerWarnings(&ppm.Spec)
+	return resp
+}
+
+// VerbExecMarkers is the RBAC verb on podprobemarkers that allows exec probes in markers without
+// pods/exec.
+const VerbExecMarkers = "exec"
+
+// checkExec admits an exec probe when the requesting user may `exec` podprobemarkers (the
+// dedicated verb) or may create pods/exec in the marker's namespace.
+func (v *PodProbeMarkerValidator) checkExec(ctx context.Context, req admission.Request, ppm *v1alpha1.PodProbeMarker,
+	fldPath *field.Path) (admission.Response, bool) {
+	allowed, _, err := review(ctx, v.Reviewer, req, authorizationv1.ResourceAttributes{
+		Namespace: req.Namespace, Verb: VerbExecMarkers, Group: v1alpha1.SchemeGroupVersion.Group, Resource: "podprobemarkers"})
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError,
+			fmt.Errorf("checking whether %s may exec podprobemarkers: %w", req.UserInfo.Username, err)), false
+	}
+	if allowed {
+		return admission.Response{}, true
+	}
+	return v.check(ctx, req, ppm, "exec", "exec probes run commands inside containers; "+
+		"or have an admin grant the verb exec on podprobemarkers.apps.kruise.io (the ClusterRole probeshim-exec-markers)", fldPath)
 }
 
 // check asks whether the requesting user may create pods/<subresource> in the marker's
@@ -140,18 +167,19 @@ func firstChangedProbe(ppm, old *v1alpha1.PodProbeMarker, match func(*v1alpha1.P
 // mayCreate asks the API server's authorizer whether the requesting user may create
 // pods/<subresource> in the request's namespace, as exactly the user the request came from.
 func mayCreate(ctx context.Context, reviewer AccessReviewer, req admission.Request, subresource string) (bool, string, error) {
+	return review(ctx, reviewer, req, authorizationv1.ResourceAttributes{
+		Namespace: req.Namespace, Verb: "create", Resource: "pods", Subresource: subresource})
+}
+
+// review asks the API server's authorizer whether the requesting user may do attrs.
+func review(ctx context.Context, reviewer AccessReviewer, req admission.Request, attrs authorizationv1.ResourceAttributes) (bool, string, error) {
 	u := req.UserInfo
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   u.Username,
-		Groups: u.Groups,
-		UID:    u.UID,
-		Extra:  convertExtra(u.Extra),
-		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace:   req.Namespace,
-			Verb:        "create",
-			Resource:    "pods",
-			Subresource: subresource,
-		},
+		User:               u.Username,
+		Groups:             u.Groups,
+		UID:                u.UID,
+		Extra:              convertExtra(u.Extra),
+		ResourceAttributes: &attrs,
 	}}
 	if err := reviewer.Create(ctx, sar); err != nil {
 		return false, "", err

@@ -26,8 +26,10 @@ import (
 // fakeReviewer answers SubjectAccessReviews from a fixed decision and records them.
 type fakeReviewer struct {
 	allowed bool
-	err     error
-	got     []authorizationv1.SubjectAccessReviewSpec
+	// allow, when set, decides per review instead of allowed.
+	allow func(*authorizationv1.ResourceAttributes) bool
+	err   error
+	got   []authorizationv1.SubjectAccessReviewSpec
 }
 
 func (f *fakeReviewer) Create(_ context.Context, obj client.Object, _ ...client.CreateOption) error {
@@ -37,6 +39,9 @@ func (f *fakeReviewer) Create(_ context.Context, obj client.Object, _ ...client.
 		return f.err
 	}
 	sar.Status.Allowed = f.allowed
+	if f.allow != nil {
+		sar.Status.Allowed = f.allow(sar.Spec.ResourceAttributes)
+	}
 	return nil
 }
 
@@ -128,24 +133,79 @@ func TestPodProbeMarkerExecCheck(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, r := reviewMarker(t, tc.op, tc.obj, tc.old, tc.mayExec, tc.wantAllow, tc.wantReview)
 			if tc.wantReview {
+				// First the dedicated verb; when the fake denies it, pods/exec.
 				want := authorizationv1.SubjectAccessReviewSpec{
 					User: "alice", UID: "u-1", Groups: []string{"devs", "system:authenticated"},
 					Extra: map[string]authorizationv1.ExtraValue{"scopes": {"a", "b"}},
 					ResourceAttributes: &authorizationv1.ResourceAttributes{
-						Namespace: "games", Verb: "create", Resource: "pods", Subresource: "exec"},
+						Namespace: "games", Verb: "exec", Group: "apps.kruise.io", Resource: "podprobemarkers"},
 				}
 				if !reflect.DeepEqual(r.got[0], want) {
 					t.Errorf("review %+v\nwant %+v", r.got[0], want)
+				}
+				if !tc.mayExec {
+					want.ResourceAttributes = &authorizationv1.ResourceAttributes{
+						Namespace: "games", Verb: "create", Resource: "pods", Subresource: "exec"}
+					if len(r.got) != 2 || !reflect.DeepEqual(r.got[1], want) {
+						t.Errorf("reviews %+v\nwant the second %+v", r.got, want)
+					}
 				}
 			}
 			if !tc.wantAllow {
 				msg := resp.Result.Message
 				if resp.Result.Code != 403 || !strings.Contains(msg, "user alice may not create pods/exec in namespace games; exec probes run commands inside containers") ||
+					!strings.Contains(msg, "the verb exec on podprobemarkers.apps.kruise.io") ||
 					!strings.Contains(msg, "spec.probes[") {
 					t.Errorf("rejection %d %q", resp.Result.Code, msg)
 				}
 			}
 		})
+	}
+}
+
+// kruise-game's controller has no pods/exec: the verb exec on podprobemarkers alone admits its exec
+// markers, and pods/exec alone still does too.
+func TestPodProbeMarkerExecVerb(t *testing.T) {
+	markerVerb := func(a *authorizationv1.ResourceAttributes) bool {
+		return a.Verb == VerbExecMarkers && a.Group == "apps.kruise.io" && a.Resource == "podprobemarkers" && a.Subresource == ""
+	}
+	podsExec := func(a *authorizationv1.ResourceAttributes) bool {
+		return a.Verb == "create" && a.Resource == "pods" && a.Subresource == "exec"
+	}
+	for _, tc := range []struct {
+		name  string
+		allow func(*authorizationv1.ResourceAttributes) bool
+		want  bool
+	}{
+		{"exec on podprobemarkers only", markerVerb, true},
+		{"pods/exec only", podsExec, true},
+		{"neither", func(*authorizationv1.ResourceAttributes) bool { return false }, false},
+		{"other verbs on podprobemarkers do not count", func(a *authorizationv1.ResourceAttributes) bool {
+			return a.Resource == "podprobemarkers" && a.Verb != VerbExecMarkers
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &PodProbeMarkerValidator{Reviewer: &fakeReviewer{allow: tc.allow}}
+			resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Create, marker(execProbe("idle", "cat", "/idle")), nil))
+			if resp.Allowed != tc.want {
+				t.Fatalf("allowed=%v, want %v: %+v", resp.Allowed, tc.want, resp.Result)
+			}
+		})
+	}
+}
+
+// A marker that records its result nowhere on the pod is admitted with a warning, as OpenKruise
+// admits it (its tcpSocket example has neither podConditionType nor markerPolicy).
+func TestPodProbeMarkerWarning(t *testing.T) {
+	p := tcpProbe("Idle", 8080)
+	p.PodConditionType = ""
+	resp, _ := reviewMarker(t, admissionv1.Create, marker(p), nil, false, true, false)
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], `spec.probes[0] ("Idle") sets neither podConditionType nor markerPolicy`) {
+		t.Errorf("warnings %q", resp.Warnings)
+	}
+	resp, _ = reviewMarker(t, admissionv1.Create, marker(tcpProbe("up", 80)), nil, false, true, false)
+	if len(resp.Warnings) != 0 {
+		t.Errorf("warnings for a marker with a condition: %q", resp.Warnings)
 	}
 }
 

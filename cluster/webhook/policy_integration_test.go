@@ -93,8 +93,9 @@ func TestNodePodProbeHostFields(t *testing.T) {
 			"spec.podProbes[0].probes[0].probe.tcpSocket.host"},
 		{"httpGet host", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "169.254.169.254", Port: intstr.FromInt32(80)}},
 			"spec.podProbes[0].probes[0].probe.httpGet.host"},
-		{"Host header naming another address", hostHeader("10.244.0.8"),
-			"spec.podProbes[0].probes[0].probe.httpGet.httpHeaders[0].value"},
+		// A Host header only sets the header (prober.TestHTTPHostHeaderNeverRedirects).
+		{"Host header naming a virtual host", hostHeader("game.example.com"), ""},
+		{"Host header that is no host", hostHeader("a b"), "spec.podProbes[0].probes[0].probe.httpGet.httpHeaders[0].value"},
 		{"Host header naming the pod's IP", hostHeader("10.244.0.7:8080"), ""},
 		{"Host header naming the pod's IP in brackets", hostHeader("[::ffff:10.244.0.7]"), ""},
 		{"Host header naming localhost", hostHeader("localhost"), ""},

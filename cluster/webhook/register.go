@@ -13,7 +13,9 @@ import (
 const (
 	PathPodLiveness    = "/mutate-pod-enhanced-liveness"
 	PathPodProbeMarker = "/validate-podprobemarker"
-	PathNodePodProbe   = "/validate-nodepodprobe"
+	// PathPodProbeMarkerDefaults writes the timing defaults into markers (mutating).
+	PathPodProbeMarkerDefaults = "/mutate-podprobemarker"
+	PathNodePodProbe           = "/validate-nodepodprobe"
 
 	PathContainerRecreateRequestMutate   = "/mutate-containerrecreaterequest"
 	PathContainerRecreateRequestValidate = "/validate-containerrecreaterequest"
@@ -41,6 +43,7 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, holds ...
 		h = holds[0]
 	}
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes}})
+	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
 	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: h.CRR}})

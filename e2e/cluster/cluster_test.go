@@ -80,6 +80,7 @@ func TestCluster(t *testing.T) {
 		t.Run("two markers on one container", s.testTwoMarkers)
 		t.Run("condition as readinessGate", s.testReadinessGate)
 		t.Run("enhanced liveness", s.testEnhancedLiveness)
+		t.Run("kruise-game GameServerSet marker", s.testKruiseGame)
 	})
 
 	CheckNoPanics(t, c, s.svc)

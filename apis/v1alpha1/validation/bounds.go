@@ -30,9 +30,10 @@ import (
 const (
 	// MaxProbesPerMarker bounds spec.probes of a PodProbeMarker.
 	MaxProbesPerMarker = 32
-	// MaxProbeNameLength bounds a marker probe's name; "<marker>#<probe>" names each NodePodProbe
-	// entry and its status.
-	MaxProbeNameLength = 63
+	// MaxProbeNameLength bounds a marker probe's name, in bytes; "<marker>#<probe>" names each
+	// NodePodProbe entry and its status. OpenKruise sets no bound; 253 (an object name's) takes
+	// every name its users write and keeps "<marker>#<probe>" within 507 bytes.
+	MaxProbeNameLength = 253
 
 	// MaxExecArgs bounds exec.command's argument count.
 	MaxExecArgs = 64
@@ -193,8 +194,7 @@ func validateMarkerBounds(spec *v1alpha1.PodProbeMarkerSpec, fldPath *field.Path
 	for i := range spec.Probes {
 		p := &spec.Probes[i]
 		pPath := probesPath.Index(i)
-		// A name that is no qualified name has its error already.
-		if len(p.Name) > MaxProbeNameLength && len(qualifiedName(p.Name, pPath)) == 0 {
+		if len(p.Name) > MaxProbeNameLength {
 			errs = append(errs, field.TooLong(pPath.Child("name"), "", MaxProbeNameLength))
 		}
 		for j := range p.MarkerPolicy {

@@ -117,10 +117,10 @@ func TestValidatePodProbeMarkerBounds(t *testing.T) {
 		{name: "5,000 probes", mutate: withProbes(5000),
 			want: []wantErr{tooManyErr("spec.probes", "must have at most 32 probes; split them over several PodProbeMarkers"),
 				tooLongErr("spec.probes", "may not be more than 65536 bytes (have 640000)")}},
-		{name: "probe name at the limit", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("n", 63) }},
-		{name: "long prefixed probe name", mutate: func(m *v1alpha1.PodProbeMarker) {
-			m.Spec.Probes[0].Name = strings.Repeat("d", 60) + ".com/n"
-		}, want: []wantErr{tooLongErr("spec.probes[0].name", "may not be more than 63 bytes")}},
+		{name: "probe name at the limit", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("n", MaxProbeNameLength) }},
+		{name: "long probe name", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].Name = strings.Repeat("d ", 127)
+		}, want: []wantErr{tooLongErr("spec.probes[0].name", "may not be more than 253 bytes")}},
 		{name: "policy at the limits", mutate: policy(MaxPolicyLabels, MaxPolicyAnnotations, MaxPolicyAnnotationValueLength-100)},
 		{name: "too many labels and annotations", mutate: policy(MaxPolicyLabels+1, MaxPolicyAnnotations+1, 1), want: []wantErr{
 			tooManyErr("spec.probes[0].markerPolicy[0].labels", "must have at most 16 items"),

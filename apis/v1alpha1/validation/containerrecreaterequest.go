@@ -91,13 +91,14 @@ func ValidateContainerRecreateRequestSpec(spec *v1alpha1.ContainerRecreateReques
 }
 
 // ValidatePreStop checks a preStop hook the node service is to run: exactly one of exec, httpGet
-// or tcpSocket, with the same target rules as a probe (no host; a Host header names the pod).
+// or tcpSocket, with the same target rules as a probe (no host but the pod's loopback; a Host header
+// may name any host, it only sets the header). podIP is unused: nothing depends on it any more.
 func ValidatePreStop(h *v1alpha1.ProbeHandler, podIP string, fldPath *field.Path) field.ErrorList {
 	ph := corev1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}
 	if ph.Exec == nil && ph.HTTPGet == nil && ph.TCPSocket == nil {
 		return field.ErrorList{field.Required(fldPath, "exactly one of exec, httpGet or tcpSocket must be set; omit preStop for none")}
 	}
-	return validateHandler(&ph, ProbeOptions{PodIP: podIP}, fldPath)
+	return validateHandler(&ph, fldPath)
 }
 
 var supportedProtocols = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}

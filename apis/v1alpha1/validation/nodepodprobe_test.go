@@ -62,9 +62,7 @@ func TestValidateNodePodProbe(t *testing.T) {
 			required("spec.podProbes[0].namespace", "the pod's namespace"),
 			required("spec.podProbes[0].uid", "the pod's UID")}},
 		{name: "bad IP", mutate: func(n *v1alpha1.NodePodProbe) { n.Spec.PodProbes[0].IP = "10.244.1" }, want: []wantErr{
-			invalid("spec.podProbes[0].IP", "must be the pod's IP address"),
-			// The Host header can no longer be matched against the pod.
-			invalid("spec.podProbes[0].probes[0].probe.httpGet.httpHeaders[0].value", "must name the pod")}},
+			invalid("spec.podProbes[0].IP", "must be the pod's IP address")}},
 
 		// Probes.
 		{name: "probe name empty", mutate: func(n *v1alpha1.NodePodProbe) { n.Spec.PodProbes[0].Probes[1].Name = "" }, want: []wantErr{
@@ -83,13 +81,13 @@ func TestValidateNodePodProbe(t *testing.T) {
 			n.Spec.PodProbes[1].Probes[0].Probe.TCPSocket.Host = "kubernetes.default"
 		}, want: []wantErr{
 			forbidden("spec.podProbes[1].probes[0].probe.tcpSocket.host", "")}},
-		{name: "Host header of another pod", mutate: func(n *v1alpha1.NodePodProbe) {
+		// A Host header only sets the header (prober.TestHTTPHostHeaderNeverRedirects).
+		{name: "Host header naming a virtual host", mutate: func(n *v1alpha1.NodePodProbe) {
 			n.Spec.PodProbes[0].Probes[0].Probe.HTTPGet.HTTPHeaders[0].Value = "10.244.1.8:8080"
-		}, want: []wantErr{invalid("spec.podProbes[0].probes[0].probe.httpGet.httpHeaders[0].value",
-			"a Host header must name the pod: the pod's IP 10.244.1.7, 127.0.0.1, ::1 or localhost, optionally with a port")}},
-		{name: "Host header of the other pod in the list", mutate: func(n *v1alpha1.NodePodProbe) {
-			n.Spec.PodProbes[1].Probes[0].Probe.Probe = httpProbe("/", intstr.FromInt32(80), hostHeader("10.244.1.7"))
-		}, want: []wantErr{invalid("spec.podProbes[1].probes[0].probe.httpGet.httpHeaders[0].value", "the pod's IP fd00::2")}},
+		}},
+		{name: "Host header not a host", mutate: func(n *v1alpha1.NodePodProbe) {
+			n.Spec.PodProbes[1].Probes[0].Probe.Probe = httpProbe("/", intstr.FromInt32(80), hostHeader("a b"))
+		}, want: []wantErr{invalid("spec.podProbes[1].probes[0].probe.httpGet.httpHeaders[0].value", "a Host header must be a host name or IP address")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

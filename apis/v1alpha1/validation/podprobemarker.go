@@ -3,7 +3,10 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -45,9 +48,11 @@ func ValidatePodProbeMarkerUpdate(newObj, oldObj *v1alpha1.PodProbeMarker) field
 
 // ValidatePodProbeMarkerSpec checks the spec of a PodProbeMarker.
 //
-// Probe names must be unique, must not contain '#' (NodePodProbe joins "<marker>#<probe>"), and
-// must otherwise be qualified names (like a label key: "healthy", "Idle", "example.com/ready"),
-// which keeps them printable in events and logs and accepts the names OpenKruise users write.
+// Probe names must be unique and must not contain '#' (NodePodProbe joins "<marker>#<probe>").
+// Otherwise they are free text as in OpenKruise ("Idle", "is idle", "example.com/ready"), bounded
+// by MaxProbeNameLength and without control characters, which would garble events and logs. A
+// probe name is only ever a key inside NodePodProbe and a value in events, logs and the status
+// socket: never a label, a condition type or a metric label.
 func ValidatePodProbeMarkerSpec(spec *v1alpha1.PodProbeMarkerSpec, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	selPath := fldPath.Child("selector")
@@ -80,10 +85,6 @@ func ValidatePodProbeMarkerSpec(spec *v1alpha1.PodProbeMarkerSpec, fldPath *fiel
 		errs = append(errs, validateContainerName(p.ContainerName, pPath.Child("containerName"))...)
 		errs = append(errs, ValidateProbe(&p.Probe.Probe, ProbeOptions{}, pPath.Child("probe"))...)
 
-		if p.PodConditionType == "" && len(p.MarkerPolicy) == 0 {
-			errs = append(errs, field.Required(pPath,
-				"set podConditionType, markerPolicy or both: otherwise the probe's result is recorded nowhere on the pod"))
-		}
 		if c := p.PodConditionType; c != "" {
 			cPath := pPath.Child("podConditionType")
 			errs = append(errs, qualifiedName(c, cPath)...)
@@ -107,7 +108,30 @@ func validateMarkerProbeName(name string, fldPath *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(fldPath, name,
 			"must not contain '#', which joins the marker and probe names in NodePodProbe")}
 	}
-	return qualifiedName(name, fldPath)
+	if !utf8.ValidString(name) {
+		return field.ErrorList{field.Invalid(fldPath, name, "must be valid UTF-8")}
+	}
+	if i := strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }); i >= 0 {
+		return field.ErrorList{field.Invalid(fldPath, name, "must not contain control or other non-printable characters")}
+	}
+	if strings.TrimSpace(name) == "" {
+		return field.ErrorList{field.Invalid(fldPath, name, "must not be only spaces")}
+	}
+	return nil
+}
+
+// PodProbeMarkerWarnings are admission warnings for a marker that is valid but probably not what
+// its author meant.
+func PodProbeMarkerWarnings(spec *v1alpha1.PodProbeMarkerSpec) []string {
+	var out []string
+	for i := range spec.Probes {
+		p := &spec.Probes[i]
+		if p.PodConditionType == "" && len(p.MarkerPolicy) == 0 {
+			out = append(out, fmt.Sprintf("spec.probes[%d] (%q) sets neither podConditionType nor markerPolicy: "+
+				"its result is recorded only in the NodePodProbe status of the pod's node, nothing on the pod", i, p.Name))
+		}
+	}
+	return out
 }
 
 func validateMarkerPolicies(policies []v1alpha1.ProbeMarkerPolicy, fldPath *field.Path) field.ErrorList {

@@ -93,10 +93,19 @@ func TestValidatePodProbeMarker(t *testing.T) {
 			required("spec.probes[0].name", "a probe name, unique within the PodProbeMarker")}},
 		{name: "probe name with #", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "a#b" }, want: []wantErr{
 			invalid("spec.probes[0].name", "must not contain '#', which joins the marker and probe names in NodePodProbe")}},
-		{name: "probe name with space", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "is idle" }, want: []wantErr{
-			invalid("spec.probes[0].name", "name part must consist of alphanumeric characters")}},
-		{name: "probe name too long", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("a", 64) }, want: []wantErr{
-			invalid("spec.probes[0].name", "name part must be no more than 63 bytes")}},
+		// OpenKruise accepts any name: spaces, punctuation, more than 63 bytes.
+		{name: "probe name with space", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "is idle (players: 0)" }},
+		{name: "probe name over 63 bytes", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = strings.Repeat("a", 64) }},
+		{name: "probe name in Chinese", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "空闲" }},
+		{name: "probe name with a newline", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "idle\nforged log line" }, want: []wantErr{
+			invalid("spec.probes[0].name", "must not contain control or other non-printable characters")}},
+		{name: "probe name only spaces", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "  " }, want: []wantErr{
+			invalid("spec.probes[0].name", "must not be only spaces")}},
+		{name: "probe name not UTF-8", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "a\xffb" }, want: []wantErr{
+			invalid("spec.probes[0].name", "must be valid UTF-8")}},
+		{name: "probe-level terminationGracePeriodSeconds 0", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].Probe.TerminationGracePeriodSeconds = new(int64)
+		}},
 		{name: "duplicate probe name", mutate: second(v1alpha1.PodContainerProbe{
 			Name: "Idle", ContainerName: "game-server", PodConditionType: "example.com/other",
 			Probe: v1alpha1.ContainerProbeSpec{Probe: execProbe("true")},
@@ -109,18 +118,20 @@ func TestValidatePodProbeMarker(t *testing.T) {
 			required("spec.probes[0].probe.exec.command", "")}},
 		{name: "no handler", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Probe.Probe = corev1.Probe{} }, want: []wantErr{
 			required("spec.probes[0].probe", "exactly one of exec, httpGet, tcpSocket or grpc")}},
-		{name: "Host header cannot name a pod IP in a marker", mutate: func(m *v1alpha1.PodProbeMarker) {
-			m.Spec.Probes[0].Probe.Probe = httpProbe("/", intstr.FromInt32(80), hostHeader("10.0.0.1"))
-		}, want: []wantErr{invalid("spec.probes[0].probe.httpGet.httpHeaders[0].value", "a Host header must name the pod: 127.0.0.1, ::1 or localhost")}},
+		{name: "Host header naming a virtual host", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].Probe.Probe = httpProbe("/", intstr.FromInt32(80), hostHeader("game.example.com"))
+		}},
 		{name: "httpGet host", mutate: func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].Probe.Probe = httpProbe("/", intstr.FromInt32(80))
 			m.Spec.Probes[0].Probe.HTTPGet.Host = "10.0.0.1"
 		}, want: []wantErr{forbidden("spec.probes[0].probe.httpGet.host", "the probe always targets the pod itself")}},
 
 		// Where the result goes.
+		// Accepted as OpenKruise does: the result is in NodePodProbe status only (a warning says so,
+		// TestPodProbeMarkerWarnings).
 		{name: "result recorded nowhere", mutate: func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].PodConditionType, m.Spec.Probes[0].MarkerPolicy = "", nil
-		}, want: []wantErr{required("spec.probes[0]", "set podConditionType, markerPolicy or both")}},
+		}},
 		{name: "condition not a qualified name", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "game idle" }, want: []wantErr{
 			invalid("spec.probes[0].podConditionType", "name part must consist of alphanumeric characters")}},
 		{name: "condition with bad prefix", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].PodConditionType = "Game_Kruise/idle" }, want: []wantErr{
@@ -199,5 +210,18 @@ func TestValidatePodProbeMarkerUpdateMessage(t *testing.T) {
 	const want = `spec.selector: Invalid value: "app=other": field is immutable: delete the PodProbeMarker and create a new one to probe other pods`
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("got %v\nwant %s", errs, want)
+	}
+}
+
+func TestPodProbeMarkerWarnings(t *testing.T) {
+	m := marker()
+	if w := PodProbeMarkerWarnings(&m.Spec); len(w) != 0 {
+		t.Errorf("warnings for the documented example: %q", w)
+	}
+	m.Spec.Probes[0].PodConditionType, m.Spec.Probes[0].MarkerPolicy = "", nil
+	w := PodProbeMarkerWarnings(&m.Spec)
+	const want = `spec.probes[0] ("Idle") sets neither podConditionType nor markerPolicy: its result is recorded only in the NodePodProbe status of the pod's node, nothing on the pod`
+	if len(w) != 1 || w[0] != want {
+		t.Errorf("warnings %q\nwant %q", w, want)
 	}
 }

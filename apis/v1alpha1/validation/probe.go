@@ -25,8 +25,9 @@ import (
 
 // ProbeOptions says what a probe is aimed at and what it is used for.
 type ProbeOptions struct {
-	// PodIP is the IP of the probed pod. A Host header may name it. Leave it empty when the pod is not
-	// known yet (a PodProbeMarker covers many pods); then only loopback names are accepted.
+	// PodIP is the IP of the probed pod, empty when the pod is not known yet (a PodProbeMarker covers
+	// many pods). Nothing depends on it since a Host header may name any host: it never changes
+	// where the probe connects.
 	PodIP string
 	// Liveness marks a probe whose failure restarts the container. As with the kubelet, its
 	// successThreshold must be 1: a single success ends a run of failures.
@@ -37,13 +38,16 @@ type ProbeOptions struct {
 //
 // A probe always runs against the pod itself: its IP, or, when the host field names it, its own
 // loopback inside its network namespace (see NamesLoopback); any other host is forbidden. A Host
-// header must name the pod: its IP (opts.PodIP), a loopback address or "localhost", each
-// optionally with a port; it only sets the header, never where the probe connects.
+// header may name any host (a virtual host of the pod's server), as with the kubelet: it only sets
+// the header, never where the probe connects.
+//
+// Fields of the v1.37 probe that probeshim does not implement (httpGet.protocol HTTP2, grpc.mode
+// TLS) are refused: accepting and ignoring them would probe something else than the user asked.
 func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
 	if probe == nil {
 		return field.ErrorList{field.Required(fldPath, "a probe is required")}
 	}
-	errs := validateHandler(&probe.ProbeHandler, opts, fldPath)
+	errs := validateHandler(&probe.ProbeHandler, fldPath)
 	errs = append(errs, nonNegative(int64(probe.InitialDelaySeconds), fldPath.Child("initialDelaySeconds"))...)
 	errs = append(errs, nonNegative(int64(probe.TimeoutSeconds), fldPath.Child("timeoutSeconds"))...)
 	errs = append(errs, nonNegative(int64(probe.PeriodSeconds), fldPath.Child("periodSeconds"))...)
@@ -54,7 +58,9 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 		errs = append(errs, field.Invalid(fldPath.Child("successThreshold"), probe.SuccessThreshold,
 			"must be 1 for a liveness probe"))
 	}
-	if g := probe.TerminationGracePeriodSeconds; g != nil && *g <= 0 {
+	// The kubelet refuses 0 on a liveness probe (the only probe whose failure kills). A marker's
+	// probe never kills, so OpenKruise accepts and ignores it, and so does probeshim.
+	if g := probe.TerminationGracePeriodSeconds; g != nil && *g <= 0 && (opts.Liveness || *g < 0) {
 		errs = append(errs, field.Invalid(fldPath.Child("terminationGracePeriodSeconds"), *g,
 			"must be greater than 0 when set; leave it unset to use the pod's grace period"))
 	} else if g != nil {
@@ -65,7 +71,7 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 
 // validateHandler checks that exactly one handler is set and checks that handler. It serves both
 // probes and preStop hooks (which have no grpc).
-func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+func validateHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	var first string
 	count := func(set bool, name string) bool {
@@ -84,7 +90,7 @@ func validateHandler(h *corev1.ProbeHandler, opts ProbeOptions, fldPath *field.P
 		errs = append(errs, validateExec(h.Exec, fldPath.Child("exec"))...)
 	}
 	if count(h.HTTPGet != nil, "httpGet") {
-		errs = append(errs, validateHTTPGet(h.HTTPGet, opts, fldPath.Child("httpGet"))...)
+		errs = append(errs, validateHTTPGet(h.HTTPGet, fldPath.Child("httpGet"))...)
 	}
 	if count(h.TCPSocket != nil, "tcpSocket") {
 		errs = append(errs, validateTCPSocket(h.TCPSocket, fldPath.Child("tcpSocket"))...)
@@ -110,19 +116,21 @@ func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList 
 	return nil
 }
 
-func validateHTTPGet(get *corev1.HTTPGetAction, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
+func validateHTTPGet(get *corev1.HTTPGetAction, fldPath *field.Path) field.ErrorList {
 	errs := validateHost(get.Host, fldPath.Child("host"))
+	// A path without a leading '/' ("healthz") is what the kubelet accepts and requests as
+	// "/healthz"; the node service builds the URL the same way (see prober.newHTTPRequest).
 	if p := get.Path; p != "" {
+		u, err := url.Parse(p)
 		switch {
-		case !strings.HasPrefix(p, "/"):
-			errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must start with '/'"))
 		case strings.HasPrefix(p, "//"):
 			// A URL parser reads "//name/x" as a host name, never as a path.
 			errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must not start with '//'"))
-		default:
-			if _, err := url.Parse(p); err != nil {
-				errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must be a valid URL path: "+err.Error()))
-			}
+		case err != nil:
+			errs = append(errs, field.Invalid(fldPath.Child("path"), p, "must be a valid URL path: "+err.Error()))
+		case u.Scheme != "" || u.Host != "":
+			errs = append(errs, field.Invalid(fldPath.Child("path"), p,
+				"must be a path such as /healthz, not a URL: the probe always goes to the pod"))
 		}
 	}
 	errs = append(errs, validatePort(get.Port, fldPath.Child("port"))...)
@@ -142,24 +150,25 @@ func validateHTTPGet(get *corev1.HTTPGetAction, opts ProbeOptions, fldPath *fiel
 			errs = append(errs, field.Invalid(hdrPath.Child("value"), hdr.Value,
 				"must not contain carriage return, line feed or NUL characters"))
 		}
-		if http.CanonicalHeaderKey(hdr.Name) == "Host" && !namesPod(hdr.Value, opts.PodIP) {
-			errs = append(errs, field.Invalid(hdrPath.Child("value"), hdr.Value, hostHeaderDetail(opts.PodIP)))
+		if http.CanonicalHeaderKey(hdr.Name) == "Host" && !validHostHeader(hdr.Value) {
+			errs = append(errs, field.Invalid(hdrPath.Child("value"), hdr.Value,
+				"a Host header must be a host name or IP address, optionally with a port (1-65535), e.g. app.example.com:8080"))
 		}
+	}
+	if pr := get.Protocol; pr != nil && *pr != corev1.HTTPProtocolHTTP1 {
+		errs = append(errs, field.NotSupported(fldPath.Child("protocol"), *pr, []corev1.HTTPProtocol{corev1.HTTPProtocolHTTP1}))
+		errs[len(errs)-1].Detail += "; probeshim does not implement HTTP/2 (h2c) probes: leave protocol unset or use a tcpSocket or grpc probe"
 	}
 	return errs
 }
 
-func hostHeaderDetail(podIP string) string {
-	names := "127.0.0.1, ::1 or localhost"
-	if podIP != "" {
-		names = "the pod's IP " + podIP + ", " + names
+// validHostHeader reports whether value is a Host header value: an IP address or a host name
+// (letters, digits, '-', '_' and '.'), with an optional port. Empty is accepted, as by the kubelet:
+// the request then carries the address it connects to.
+func validHostHeader(value string) bool {
+	if value == "" {
+		return true
 	}
-	return "a Host header must name the pod: " + names + ", optionally with a port"
-}
-
-// namesPod reports whether a Host header value names the pod: its IP, a loopback address or
-// localhost, with an optional port. Inside the pod's network namespace all of these are the pod.
-func namesPod(value, podIP string) bool {
 	host := value
 	if h, port, err := net.SplitHostPort(value); err == nil {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
@@ -169,19 +178,18 @@ func namesPod(value, podIP string) bool {
 	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		host = host[1 : len(host)-1]
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return addr.Zone() == ""
 	}
-	addr, err := netip.ParseAddr(host)
-	if err != nil || addr.Zone() != "" {
+	if host == "" || len(host) > 253 {
 		return false
 	}
-	addr = addr.Unmap()
-	if addr.IsLoopback() {
-		return true
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
 	}
-	pod, err := netip.ParseAddr(podIP)
-	return err == nil && pod.Unmap() == addr
+	return true
 }
 
 func validateTCPSocket(tcp *corev1.TCPSocketAction, fldPath *field.Path) field.ErrorList {
@@ -190,6 +198,15 @@ func validateTCPSocket(tcp *corev1.TCPSocketAction, fldPath *field.Path) field.E
 }
 
 func validateGRPC(g *corev1.GRPCAction, fldPath *field.Path) field.ErrorList {
+	if m := g.Mode; m != nil && *m != corev1.GRPCProbeModePlaintext {
+		e := field.NotSupported(fldPath.Child("mode"), *m, []corev1.GRPCProbeMode{corev1.GRPCProbeModePlaintext})
+		e.Detail += "; probeshim does not implement gRPC probes over TLS: leave mode unset or use an httpGet probe with scheme HTTPS"
+		return append(field.ErrorList{e}, validateGRPCPort(g, fldPath)...)
+	}
+	return validateGRPCPort(g, fldPath)
+}
+
+func validateGRPCPort(g *corev1.GRPCAction, fldPath *field.Path) field.ErrorList {
 	if g.Port == 0 {
 		return field.ErrorList{field.Required(fldPath.Child("port"), "a port number between 1 and 65535")}
 	}

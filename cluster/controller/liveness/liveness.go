@@ -18,6 +18,7 @@ package liveness
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,8 +89,8 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Named(ControllerName).
 		For(&v1alpha1.NodePodProbe{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
-			builder.WithPredicates(optedIn(), nppspec.PodPlacementChanged(
-				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext))).
+			builder.WithPredicates(optedIn(), predicate.Or(nppspec.PodPlacementChanged(
+				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext), startedChanged()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(r)
 }
@@ -162,7 +163,16 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 					v1alpha1.AnnotationContainerProbeContext, name)})
 				continue
 			}
+			if notStarted(pod, name) {
+				// The kubelet runs no liveness probe before the container has started (its startup
+				// probe succeeded): the entry comes once the kubelet reports started.
+				continue
+			}
 			probe, err := nppspec.ResolvePorts(&probes[j].LivenessProbe, c)
+			if err == nil && probe.Exec != nil {
+				// $(VAR) as the kubelet expands it in the probes it runs.
+				probe.Exec.Command = nppspec.ExpandCommand(probe.Exec.Command, c.Env)
+			}
 			if err == nil {
 				// The annotation can be edited after the webhook checked it at CREATE.
 				err = nppspec.CheckProbe(probe, pod.Status.PodIP, true, field.NewPath("livenessProbe"))
@@ -182,6 +192,38 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 		}
 	}
 	return nppspec.Canonical(out), skipped
+}
+
+// notStarted reports whether the kubelet reports container name of pod as not started: its status
+// says started is not true (a startup probe has not succeeded yet, or the container is not
+// running). A container without a status yet is not held: the node service sees it is not running.
+func notStarted(pod *corev1.Pod, name string) bool {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return list[i].Started == nil || !*list[i].Started
+			}
+		}
+	}
+	return false
+}
+
+// startedChanged passes pod updates in which a container's started flag changed.
+func startedChanged() predicate.Predicate {
+	started := func(p *corev1.Pod) map[string]bool {
+		out := map[string]bool{}
+		for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+			for i := range list {
+				out[list[i].Name] = list[i].Started != nil && *list[i].Started
+			}
+		}
+		return out
+	}
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, ok1 := e.ObjectOld.(*corev1.Pod)
+		cur, ok2 := e.ObjectNew.(*corev1.Pod)
+		return !ok1 || !ok2 || !maps.Equal(started(old), started(cur))
+	}}
 }
 
 // report records an event on the pod for each skip not reported before for this node.

@@ -130,6 +130,63 @@ func TestDesiredEntriesResolvesNamedPorts(t *testing.T) {
 	}
 }
 
+// An exec liveness probe's $(VAR) references are expanded from the container's env, as the kubelet
+// expands them, before the command reaches the node.
+func TestDesiredEntriesExpandsEnv(t *testing.T) {
+	exec := v1alpha1.ContainerLivenessProbe{Name: "main", LivenessProbe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+		Exec: &corev1.ExecAction{Command: []string{"sh", "-c", "wget -q -O- 127.0.0.1:$(PORT)/healthz || exit $$(false)", "$(UNSET)"}}}}}
+	pod := livenessPod(t, "ns", "p", "n", exec)
+	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PORT", Value: "8080"}}
+	got, skipped := desiredEntries([]corev1.Pod{*pod})
+	if len(got) != 1 || len(skipped) != 0 {
+		t.Fatalf("entries %+v, skipped %+v", got, skipped)
+	}
+	want := []string{"sh", "-c", "wget -q -O- 127.0.0.1:8080/healthz || exit $(false)", "$(UNSET)"}
+	if cmd := got[0].Probes[0].Probe.Exec.Command; fmt.Sprint(cmd) != fmt.Sprint(want) {
+		t.Errorf("command %q, want %q", cmd, want)
+	}
+	// The pod's annotation keeps the command as written.
+	if !strings.Contains(pod.Annotations[v1alpha1.AnnotationContainerProbeContext], "$(PORT)") {
+		t.Error("the annotation was changed")
+	}
+}
+
+// As the kubelet: no liveness probe before the container has started (status started true, i.e.
+// its startup probe succeeded). A sidecar's status is read from the init container statuses.
+func TestDesiredEntriesWaitForStarted(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name     string
+		statuses []corev1.ContainerStatus
+		want     string
+	}{
+		{"no statuses yet: placed (the node sees the container is not running)", nil, "p:main-livenessProbe@main,side-livenessProbe@side"},
+		{"both started", []corev1.ContainerStatus{{Name: "main", Started: &yes}, {Name: "side", Started: &yes}},
+			"p:main-livenessProbe@main,side-livenessProbe@side"},
+		{"startup probe of main not passed yet", []corev1.ContainerStatus{{Name: "main", Started: &no}, {Name: "side", Started: &yes}},
+			"p:side-livenessProbe@side"},
+		{"started unknown (nil)", []corev1.ContainerStatus{{Name: "main"}, {Name: "side", Started: &yes}}, "p:side-livenessProbe@side"},
+		{"none started", []corev1.ContainerStatus{{Name: "main", Started: &no}, {Name: "side", Started: &no}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("side", "9090"))
+			pod.Status.ContainerStatuses = tc.statuses
+			got, skipped := desiredEntries([]corev1.Pod{*pod})
+			if r := render(got); r != tc.want || len(skipped) != 0 {
+				t.Errorf("entries = %q (skipped %v), want %q", r, skipped, tc.want)
+			}
+		})
+	}
+	// A sidecar (restartable init container) not started yet.
+	always := corev1.ContainerRestartPolicyAlways
+	pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("proxy", "9090"))
+	pod.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "busybox", RestartPolicy: &always}}
+	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "proxy", Started: &no}}
+	if got, _ := desiredEntries([]corev1.Pod{*pod}); render(got) != "p:main-livenessProbe@main" {
+		t.Errorf("sidecar not started: entries = %q", render(got))
+	}
+}
+
 func spec(node string) (string, error) {
 	npp := &v1alpha1.NodePodProbe{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, npp); err != nil {
@@ -175,6 +232,25 @@ func TestLivenessEntriesFollowPods(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
 
 	a := run(t, livenessPod(t, ns, "a", node, httpLiveness("main", "http")))
+	poll.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
+
+	// The kubelet reports main not started (restarted, startup probe pending): the entry goes,
+	// and comes back once it has started.
+	setStarted := func(started bool) {
+		t.Helper()
+		cur := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", Started: &started,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		if err := env.Client.Status().Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStarted(false)
+	poll.Eventually(t, wait, specIs(node, "other:m#idle@main"))
+	setStarted(true)
 	poll.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
 	got := &v1alpha1.NodePodProbe{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, got); err != nil {
