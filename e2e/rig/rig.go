@@ -569,6 +569,12 @@ func (r *Rig) LogDir() string { return r.path("logs") }
 // KubeBin is the folder of the Kubernetes binaries in use.
 func (r *Rig) KubeBin() string { return r.cfg.KubeBin }
 
+// Row is the matrix row the rig runs; ContainerdBin the folder of its
+// containerd, containerd-shim-runc-v2 and ctr; Runc its runc.
+func (r *Rig) Row() Row              { return r.cfg.Row }
+func (r *Rig) ContainerdBin() string { return r.cfg.ContainerdBin }
+func (r *Rig) Runc() string          { return r.cfg.Runc }
+
 // NodeName is the name of the rig's first node (of a one-node rig, its only node).
 func (r *Rig) NodeName() string { return r.cfg.NodeName }
 
