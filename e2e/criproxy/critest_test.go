@@ -190,14 +190,14 @@ func TestCritest(t *testing.T) {
 	direct := runCritest(t, c, "direct", c.ContainerdSocket())
 	proxied := runCritest(t, c, "proxy", sock)
 
-	t.Logf("critest %s (all specs but critestSkip's %d patterns, %d ginkgo nodes), side by side:\n"+
+	t.Logf("critest %s on row %s (all specs but critestSkip's %d patterns, %d ginkgo nodes), side by side:\n"+
 		"%-28s %8s %8s %8s %8s\n%-28s %8d %8d %8d %8s\n%-28s %8d %8d %8d %8s",
-		filepath.Base(critestDir(t)), len(critestSkip), critestParallel, "", "passed", "failed", "skipped", "time",
+		filepath.Base(critestDir(t)), c.Rig.Row().Name, len(critestSkip), critestParallel, "", "passed", "failed", "skipped", "time",
 		"containerd directly", len(direct.passed), len(direct.failed), len(direct.skipped), direct.took.Round(time.Second),
 		"through the probeshim proxy", len(proxied.passed), len(proxied.failed), len(proxied.skipped), proxied.took.Round(time.Second))
 	t.Logf("skipped against containerd directly, with the reason:\n%s", reasonsOf(direct.skipped, direct.reasons))
 	if len(direct.failed) > 0 {
-		t.Logf("failing against containerd directly too (the rig's containerd 1.6 and images, not the proxy):\n%s", reasonsOf(direct.failed, direct.reasons))
+		t.Logf("failing against containerd directly too (the rig's containerd and images, not the proxy):\n%s", reasonsOf(direct.failed, direct.reasons))
 	}
 	if len(direct.passed) == 0 {
 		t.Fatal("critest passed nothing against containerd directly: the comparison would prove nothing")
