@@ -21,15 +21,14 @@ import (
 // because of the proxy: most pull images from a registry, and the rig has
 // none (no network either); two fail against containerd directly after a
 // 60 s timeout each, which would only make the runs slow. Everything else
-// runs. Eight specs fail both ways, for reasons of the rig (logged with
-// critest's messages): containerd 1.6 answers StopContainer and
-// StopPodSandbox of unknown IDs with NotFound (Idempotence x2); the busybox
-// has no pgrep or ipcs (execSync with timeout, HostIpc x2); WebImage is
-// busybox httpd, not the nginx the HostPID and ContainerPID specs look for;
-// MaskedPaths finds no sh on its PATH. Specs critest skips by
-// itself (NRI without -nri-socket, AppArmor disabled on the host, user
-// namespaces and features containerd 1.6 lacks, benchmarks) are counted as
-// skipped with critest's own reason.
+// runs. Eight specs fail both ways on containerd 2.4, for reasons of the rig
+// (logged with critest's messages): the busybox has no pgrep or ipcs
+// (execSync with timeout, HostIpc x2); WebImage is busybox httpd, not the
+// nginx the HostPID and ContainerPID specs look for; MaskedPaths finds no sh
+// on its PATH; the two SupplementalGroupsPolicy specs (which containerd 1.x
+// skips as unsupported) pull their image from a registry. Specs critest skips
+// by itself (NRI without -nri-socket, AppArmor disabled on the host, user
+// namespaces, benchmarks) are counted as skipped with critest's own reason.
 var critestSkip = []string{
 	`Image Manager`,                // pulls, tags and removes the cri-tools test images
 	`Image Consistency`,            // same
