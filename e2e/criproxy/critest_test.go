@@ -25,8 +25,8 @@ import (
 // (logged with critest's messages): the busybox has no pgrep or ipcs
 // (execSync with timeout, HostIpc x2); WebImage is busybox httpd, not the
 // nginx the HostPID and ContainerPID specs look for; MaskedPaths finds no sh
-// on its PATH; the two SupplementalGroupsPolicy specs (which containerd 1.x
-// skips as unsupported) pull their image from a registry. Specs critest skips
+// on its PATH; the two SupplementalGroupsPolicy specs (not failing on
+// containerd 1.6, whose triple was 68/8/66) pull their image from a registry. Specs critest skips
 // by itself (NRI without -nri-socket, AppArmor disabled on the host, user
 // namespaces, benchmarks) are counted as skipped with critest's own reason.
 var critestSkip = []string{
