@@ -200,6 +200,9 @@ func (r *Rig) ctr() string { return filepath.Join(r.cfg.ContainerdBin, "ctr") }
 // netns mounted under the state dir; runc (Config.Runc) with its state under
 // the rig's folder. The format follows the row: 3 for containerd 2.x, whose
 // CRI is split into io.containerd.cri.v1.runtime and .images, 2 for 1.7.
+// (containerd 2.4's own is 4, which only moves [grpc] and [ttrpc] into
+// io.containerd.server.v1.* plugins: 2.4 migrates a 3 at start, with a
+// warning in its log.)
 // config_path is the registry hosts folder (hosts.toml per registry), empty
 // until the rig has a registry.
 func (n *Node) containerdConfig() string {
