@@ -17,6 +17,12 @@ PACKAGE_TEST_PKGS = ./packaging
 PACKAGE_TEST_TIMEOUT ?= 20m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
+# The test matrix (README "Supported versions"; e2e/rowenv.sh builds a row, e2e/rig/row.go names them):
+# row 1 runs E2E_PKGS, row 2 the suites whose outcome depends on the Kubernetes and containerd versions.
+# ROW=<row> runs one row; make e2e without it runs both.
+ROWS := k1.37-c2.4 k1.35-c1.7
+ROW ?=
+ROW2_E2E_PKGS ?= ./e2e/node/ ./e2e/cluster/ ./e2e/crr/ ./e2e/criproxy/ ./e2e/packaged/
 E2E_TIMEOUT ?= 60m
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
@@ -25,7 +31,7 @@ export PROBESHIM_CACHE ?= /var/cache/probeshim
 GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
-.PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins critest-bin rig-up rig-down fmt vet clean \
+.PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
 	packages package-test demo demo-down fresh-check deps
 
 all: build
@@ -47,7 +53,7 @@ integration: kube-bins
 	@export PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh); $(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT)
 
 ## test: everything CI runs — unit and integration tests, the package tests and the real-component suites.
-test: kube-bins critest-bin unit integration package-test e2e
+test: row-bins critest-bin unit integration package-test e2e
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages: deps-lint
@@ -58,11 +64,23 @@ packages: deps-lint
 package-test: deps-lint deps-nspawn
 	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v
 
-## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise).
-e2e: deps-rig deps-nspawn deps-lint kube-bins critest-bin
+## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise). Every row
+## of the matrix (ROWS) in turn, or ROW=<row> alone; each row's binaries are built first, side by side.
+e2e: deps-rig deps-runc-build deps-nspawn deps-lint row-bins critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
-	export PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); \
-	$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $(E2E_PKGS) $(REPORT)
+	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); rc=0; \
+	for row in $(or $(ROW),$(ROWS)); do \
+		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
+		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
+		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
+		( $(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $$pkgs $(REPORT) ) || rc=1; \
+	done; exit $$rc
+
+## row-bins: the binaries of every row (or ROW's): Kubernetes, containerd, runc, built side by side into
+## $(PROBESHIM_CACHE) (a cold build of all of them is about 25 minutes on 2 cores; a warm one a no-op).
+row-bins: deps-runc-build
+	@pids=; for row in $(or $(ROW),$(ROWS)); do e2e/rowenv.sh $$row >/dev/null & pids="$$pids $$!"; done; \
+	rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 ## bench: benchmarks that print numbers: the engine and handlers alone, then (as root) the node
 ## service on the rig — probe cost side by side with the kubelet, 100 pods at scale, exec and netns
@@ -72,15 +90,19 @@ e2e: deps-rig deps-nspawn deps-lint kube-bins critest-bin
 ## failing — decision latency, CPU, memory; about 10 minutes. Then a node service going silent (envtest): 20 pods'
 ## marker conditions Unknown after the grace (p50/p99) and the API writes of the expiry and the recovery; and the same
 ## on the two-node rig with the real node service killed (kubelet identity, Lease through the heartbeat endpoint).
-bench: deps-rig
+## The rig benchmarks run once per row of the matrix (ROWS), or on ROW=<row> alone.
+bench: deps-rig deps-runc-build
 	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
 		-benchtime 1x -timeout 40m ./cluster/decider/
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkNodeServiceSilence$$' \
 		-benchtime 1x ./cluster/controller/heartbeat/
 	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m -p 1 \
-		./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/
+	for row in $(or $(ROW),$(ROWS)); do \
+		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; echo "== bench row $$row"; \
+		$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 30m -p 1 \
+			./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/ || exit 1; \
+	done
 
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
@@ -98,9 +120,10 @@ kube-bins:
 critest-bin:
 	@e2e/critest/build.sh >/dev/null
 
-## rig-up: bring the rig up and leave it running; RIG_NODES=2 for two nodes.
-rig-up: deps-rig kube-bins
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) PROBESHIM_RIG_NODES=$(RIG_NODES) $(GO) run ./e2e/cmd/rig up
+## rig-up: bring the rig up and leave it running; RIG_NODES=2 for two nodes, ROW=<row> for row 2.
+rig-up: deps-rig deps-runc-build
+	@env=$$(e2e/rowenv.sh $(or $(ROW),$(firstword $(ROWS)))) && eval "$$env" && \
+	PROBESHIM_RIG_NODES=$(RIG_NODES) $(GO) run ./e2e/cmd/rig up
 
 rig-down:
 	$(GO) run ./e2e/cmd/rig down
@@ -108,8 +131,8 @@ rig-down:
 ## demo: probeshim end to end on the rig (root): the node service on the node, the cluster part
 ## deployed from cluster/deploy, the game server example of docs/examples; everything keeps
 ## running for a look by hand.
-demo: deps-rig kube-bins
-	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) run ./e2e/cmd/demo up
+demo: deps-rig deps-runc-build
+	@env=$$(e2e/rowenv.sh $(or $(ROW),$(firstword $(ROWS)))) && eval "$$env" && $(GO) run ./e2e/cmd/demo up
 
 ## demo-down: stop the demo's node service and tear the rig down.
 demo-down:
@@ -120,7 +143,7 @@ demo-down:
 deps-%:
 	@hack/ensure-packages.sh $*
 
-deps: deps-unit deps-lint deps-nspawn deps-rig
+deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build
 
 ## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
 ## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on

@@ -18,6 +18,9 @@ echo "== stopping any rig or demo"
 
 echo "== purging the project's packages a fresh machine does not have"
 mapfile -t nonbase < <("$repo/hack/ensure-packages.sh" --non-base)
+# Packages the list once had: a fresh machine lacks them too (Debian's containerd and runc, replaced by
+# the pinned builds of e2e/containerdbin).
+nonbase+=(containerd runc)
 installed=()
 for p in "${nonbase[@]}"; do
 	if [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true) == *" installed" ]]; then installed+=("$p"); fi

@@ -174,8 +174,17 @@ func Unavailable() string {
 	if os.Geteuid() != 0 {
 		return "the real-component suites need root (run `make e2e` as root)"
 	}
+	row, err := rig.CurrentRow()
+	if err != nil {
+		return err.Error()
+	}
 	if dir := rig.DefaultKubeBin(); len(rig.MissingKubeBinaries(dir)) > 0 {
-		return fmt.Sprintf("Kubernetes binaries not found (PROBESHIM_KUBE_BIN=%q): run `make e2e`, or e2e/kubebin/build.sh and export PROBESHIM_KUBE_BIN", os.Getenv("PROBESHIM_KUBE_BIN"))
+		return fmt.Sprintf("Kubernetes %s binaries not found (PROBESHIM_KUBE_BIN=%q): run `make e2e`, or e2e/kubebin/build.sh %s and export PROBESHIM_KUBE_BIN",
+			row.Kube, os.Getenv("PROBESHIM_KUBE_BIN"), row.Kube)
+	}
+	if rig.DefaultContainerdBin() == "" || rig.DefaultRunc() == "" {
+		return fmt.Sprintf("containerd %s or runc not built (PROBESHIM_CONTAINERD_BIN=%q, PROBESHIM_RUNC=%q): run `make e2e`, or e2e/containerdbin/build.sh %s and runc",
+			row.Containerd, os.Getenv("PROBESHIM_CONTAINERD_BIN"), os.Getenv("PROBESHIM_RUNC"), row.ContainerdBuild)
 	}
 	return ""
 }

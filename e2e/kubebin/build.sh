@@ -3,10 +3,17 @@
 # proxy, into a cache folder outside the repository keyed by version. A warm
 # cache makes this a no-op; a cold one costs about 9 minutes and 4 GB of Go
 # build cache on a 2-core machine.
+#   build.sh          Kubernetes 1.37 (this folder's go.mod pins the patch)   row 1
+#   build.sh 1.35     Kubernetes 1.35 (v1.35/go.mod)                          row 2
 set -euo pipefail
 cd "$(dirname "$0")"
+case ${1:-1.37} in
+1.37) ;;
+1.35) cd v1.35 ;;
+*) echo "usage: $0 [1.37|1.35]" >&2; exit 2 ;;
+esac
 
-KUBE_VERSION=v1.37.2
+KUBE_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 ETCD_VERSION=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 CACHE=${PROBESHIM_CACHE:-/var/cache/probeshim}
 OUT=${CACHE}/kube/${KUBE_VERSION}-etcd-${ETCD_VERSION}
@@ -24,6 +31,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 build() { # name package
+	[[ -x "$OUT/$1" ]] && return 0
+	exec 9>"$OUT/.lock" # one build of a folder at a time: rows and colleagues share the cache
+	flock 9
 	[[ -x "$OUT/$1" ]] && return 0
 	echo "building $1 ($2)" >&2
 	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/$1.tmp" "$2"

@@ -184,13 +184,30 @@ func (n *Node) servingCertName() string {
 
 func (r *Rig) bin(name string) string { return filepath.Join(r.cfg.KubeBin, name) }
 
+// containerdArgs runs the rig's containerd (Config.ContainerdBin) with its
+// folder first on PATH: containerd finds containerd-shim-runc-v2 by PATH, and
+// the machine may have Debian's.
+func (r *Rig) containerdArgs(n *Node) []string {
+	return []string{"env", "PATH=" + r.cfg.ContainerdBin + ":" + os.Getenv("PATH"),
+		filepath.Join(r.cfg.ContainerdBin, "containerd"), "--config", n.path("containerd", "config.toml")}
+}
+
+// ctr is the ctr of the rig's containerd, for image imports and readiness.
+func (r *Rig) ctr() string { return filepath.Join(r.cfg.ContainerdBin, "ctr") }
+
 // containerdConfig: own root, state and sockets; CRI with the CNI bridge;
 // restrict_oom_score_adj because root here lacks CAP_SYS_RESOURCE; pod
-// netns mounted under the state dir; runc's state under the rig's folder.
+// netns mounted under the state dir; runc (Config.Runc) with its state under
+// the rig's folder. The format follows the row: 3 for containerd 2.x, whose
+// CRI is split into io.containerd.cri.v1.runtime and .images, 2 for 1.7.
+// (containerd 2.4's own is 4, which only moves [grpc] and [ttrpc] into
+// io.containerd.server.v1.* plugins: 2.4 migrates a 3 at start, with a
+// warning in its log.)
+// config_path is the registry hosts folder (hosts.toml per registry), empty
+// until the rig has a registry.
 func (n *Node) containerdConfig() string {
 	c := n.path("containerd")
-	return fmt.Sprintf(`version = 2
-root = %[1]q
+	common := fmt.Sprintf(`root = %[1]q
 state = %[2]q
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
 
@@ -205,9 +222,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %[5]q
-
+`, filepath.Join(c, "root"), filepath.Join(c, "state"), n.ContainerdSocket(), n.ContainerdSocket()+".ttrpc",
+		filepath.Join(c, "opt"))
+	cni, runcRoot, runc := n.path("cni", "net.d"), n.path("run", "runc"), n.r.cfg.Runc
+	if n.r.cfg.Row.ConfigVersion == 2 {
+		return "version = 2\n" + common + fmt.Sprintf(`
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[6]q
+  sandbox_image = %[1]q
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   enable_selinux = false
@@ -215,8 +236,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stream_server_address = "127.0.0.1"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = %[7]q
+    conf_dir = %[2]q
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[5]q
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -224,9 +247,39 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-        Root = %[8]q
-`, filepath.Join(c, "root"), filepath.Join(c, "state"), n.ContainerdSocket(), n.ContainerdSocket()+".ttrpc",
-		filepath.Join(c, "opt"), PauseImage, n.path("cni", "net.d"), n.path("run", "runc"))
+        Root = %[3]q
+        BinaryName = %[4]q
+`, PauseImage, cni, runcRoot, runc, n.registryHostsDir())
+	}
+	return "version = 3\n" + common + fmt.Sprintf(`
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[1]q
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = %[5]q
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_selinux = false
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = %[2]q
+    max_conf_num = 1
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %[3]q
+        BinaryName = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+`, PauseImage, cni, runcRoot, runc, n.registryHostsDir())
 }
 
 // cniConfig: the rig's bridge is the pods' gateway; no masquerading, so pod
@@ -345,3 +398,7 @@ func (r *Rig) nodeReady(ctx context.Context, name string) bool {
 	}
 	return false
 }
+
+// registryHostsDir is containerd's config_path, the folder of hosts.toml files
+// per registry: empty while the rig runs no registry of its own.
+func (n *Node) registryHostsDir() string { return "" }

@@ -144,7 +144,7 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
 func (r *Rig) importImages(ctx context.Context, imgs []Image) error {
 	for _, n := range r.nodes {
 		for _, img := range imgs {
-			cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "-n", ContainerdNamespace,
+			cmd := exec.CommandContext(ctx, r.ctr(), "--address", n.ContainerdSocket(), "-n", ContainerdNamespace,
 				"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
 			cmd.SysProcAttr = diesWithRig()
 			if out, err := cmd.CombinedOutput(); err != nil {

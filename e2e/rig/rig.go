@@ -64,8 +64,18 @@ type Config struct {
 	Dir string
 	// KubeBin is the folder with kube-apiserver, kubelet, ..., etcd. Default
 	// $PROBESHIM_KUBE_BIN, else the newest complete folder under
-	// $PROBESHIM_CACHE/kube (default /var/cache/probeshim/kube).
+	// $PROBESHIM_CACHE/kube (default /var/cache/probeshim/kube) of Row's
+	// Kubernetes line.
 	KubeBin string
+	// ContainerdBin is the folder with containerd, containerd-shim-runc-v2
+	// and ctr (DefaultContainerdBin); Runc the runc binary (DefaultRunc).
+	// Debian's are never used: the rig runs what e2e/containerdbin built.
+	ContainerdBin string
+	Runc          string
+	// Row is the matrix row: which Kubernetes and containerd lines the
+	// default folders come from and which config format containerd gets.
+	// Default CurrentRow (PROBESHIM_ROW).
+	Row Row
 	// NodeName is the first node's name (default rig-node); further nodes
 	// are named NodeName-b, NodeName-c, ...
 	NodeName string
@@ -106,8 +116,17 @@ func (c Config) withDefaults() Config {
 		c.Dir = "/var/lib/" + c.Name
 	}
 	c.Dir = filepath.Clean(c.Dir)
+	if c.Row.Name == "" {
+		c.Row, _ = CurrentRow() // Start reports a bad PROBESHIM_ROW
+	}
 	if c.KubeBin == "" {
-		c.KubeBin = DefaultKubeBin()
+		c.KubeBin = defaultKubeBin(c.Row)
+	}
+	if c.ContainerdBin == "" {
+		c.ContainerdBin = DefaultContainerdBin()
+	}
+	if c.Runc == "" {
+		c.Runc = DefaultRunc()
 	}
 	if c.NodeName == "" {
 		c.NodeName = "rig-node"
@@ -134,35 +153,25 @@ func (c Config) withDefaults() Config {
 var KubeBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kubelet", "kubectl"}
 
 // DefaultKubeBin returns $PROBESHIM_KUBE_BIN, or else the most recently built
-// folder under $PROBESHIM_CACHE/kube that has all KubeBinaries, or "".
+// folder under $PROBESHIM_CACHE/kube of the current row's Kubernetes line
+// that has all KubeBinaries, or "".
 func DefaultKubeBin() string {
+	row, err := CurrentRow()
+	if err != nil {
+		return ""
+	}
+	return defaultKubeBin(row)
+}
+
+func defaultKubeBin(row Row) string {
 	if d := os.Getenv("PROBESHIM_KUBE_BIN"); d != "" {
 		return d
 	}
-	cache := os.Getenv("PROBESHIM_CACHE")
-	if cache == "" {
-		cache = "/var/cache/probeshim"
-	}
-	dirs, _ := filepath.Glob(filepath.Join(cache, "kube", "*"))
-	sort.Slice(dirs, func(i, j int) bool { return modTime(dirs[i]).After(modTime(dirs[j])) })
-	for _, d := range dirs {
-		if MissingKubeBinaries(d) == nil {
-			return d
-		}
-	}
-	return ""
+	return newestComplete("kube", row.Kube, KubeBinaries)
 }
 
 // MissingKubeBinaries lists the KubeBinaries that dir lacks.
-func MissingKubeBinaries(dir string) []string {
-	var out []string
-	for _, b := range KubeBinaries {
-		if st, err := os.Stat(filepath.Join(dir, b)); dir == "" || err != nil || st.Mode()&0o111 == 0 {
-			out = append(out, b)
-		}
-	}
-	return out
-}
+func MissingKubeBinaries(dir string) []string { return missingIn(dir, KubeBinaries) }
 
 func modTime(p string) time.Time {
 	st, err := os.Stat(p)
@@ -232,8 +241,17 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the rig needs root")
 	}
+	if _, err := CurrentRow(); err != nil && cfg.Row.Name == "" {
+		return nil, err
+	}
 	if missing := MissingKubeBinaries(cfg.KubeBin); len(missing) > 0 {
-		return nil, fmt.Errorf("kube binaries folder %q lacks %v: run e2e/kubebin/build.sh and set PROBESHIM_KUBE_BIN", cfg.KubeBin, missing)
+		return nil, fmt.Errorf("kube binaries folder %q lacks %v: run e2e/kubebin/build.sh %s and set PROBESHIM_KUBE_BIN", cfg.KubeBin, missing, cfg.Row.Kube)
+	}
+	if missing := missingIn(cfg.ContainerdBin, ContainerdBinaries); len(missing) > 0 {
+		return nil, fmt.Errorf("containerd folder %q lacks %v: run e2e/containerdbin/build.sh %s and set PROBESHIM_CONTAINERD_BIN", cfg.ContainerdBin, missing, cfg.Row.ContainerdBuild)
+	}
+	if missing := missingIn(filepath.Dir(cfg.Runc), []string{filepath.Base(cfg.Runc)}); cfg.Runc == "" || len(missing) > 0 {
+		return nil, fmt.Errorf("runc %q missing: run e2e/containerdbin/build.sh runc and set PROBESHIM_RUNC", cfg.Runc)
 	}
 	if err := acquireLock(ctx, cfg.Dir, cfg.Logf); err != nil {
 		return nil, err
@@ -284,7 +302,7 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	}
 	var containerds []*process
 	for _, n := range r.nodes {
-		p, err := r.startProcess(n.Component("containerd"), "containerd", "--config", n.path("containerd", "config.toml"))
+		p, err := r.startProcess(n.Component("containerd"), r.containerdArgs(n)...)
 		if err != nil {
 			return err
 		}
@@ -455,7 +473,7 @@ func (r *Rig) waitFor(ctx context.Context, p *process, what string, timeout time
 }
 
 func (n *Node) containerdServing(ctx context.Context) bool {
-	cmd := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket(), "version")
+	cmd := exec.CommandContext(ctx, n.r.ctr(), "--address", n.ContainerdSocket(), "version")
 	cmd.SysProcAttr = diesWithRig()
 	return cmd.Run() == nil
 }
@@ -550,6 +568,12 @@ func (r *Rig) LogDir() string { return r.path("logs") }
 
 // KubeBin is the folder of the Kubernetes binaries in use.
 func (r *Rig) KubeBin() string { return r.cfg.KubeBin }
+
+// Row is the matrix row the rig runs; ContainerdBin the folder of its
+// containerd, containerd-shim-runc-v2 and ctr; Runc its runc.
+func (r *Rig) Row() Row              { return r.cfg.Row }
+func (r *Rig) ContainerdBin() string { return r.cfg.ContainerdBin }
+func (r *Rig) Runc() string          { return r.cfg.Runc }
 
 // NodeName is the name of the rig's first node (of a one-node rig, its only node).
 func (r *Rig) NodeName() string { return r.cfg.NodeName }

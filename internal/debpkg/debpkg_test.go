@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig"}
+var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build"}
 
 func TestList(t *testing.T) {
 	seen := map[string]bool{}
@@ -35,6 +35,16 @@ func TestList(t *testing.T) {
 	// The regression of issue 13: rpmlint needs the rpm tool, which is only its Recommends.
 	if !slices.Contains(Group("lint"), "rpm") {
 		t.Error("lint must install rpm")
+	}
+	// Issue 17: the rig runs containerd and runc built from pinned sources (e2e/containerdbin), so
+	// Debian's (containerd 1.6, runc 1.1) must not come back into the rig.
+	for _, p := range []string{"containerd", "runc", "containerd.io"} {
+		if slices.Contains(Group("rig"), p) {
+			t.Errorf("group rig installs Debian's %s; the rig builds its runtime (e2e/containerdbin/build.sh)", p)
+		}
+	}
+	if !slices.Contains(Group("runc-build"), "libseccomp-dev") {
+		t.Error("runc-build must install libseccomp-dev: runc's seccomp goes through cgo")
 	}
 }
 
