@@ -70,6 +70,9 @@ func (r *Rig) writeConfigs() error {
 	if r.client, err = kubernetes.NewForConfig(r.admin); err != nil {
 		return err
 	}
+	if err := r.writeRegistryHosts(); err != nil {
+		return err
+	}
 	files := map[string]string{r.path("kube-proxy.yaml"): r.kubeProxyConfig()}
 	for _, n := range r.nodes {
 		files[n.path("containerd", "config.toml")] = n.containerdConfig()
@@ -213,6 +216,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   enable_selinux = false
   disable_apparmor = true
   stream_server_address = "127.0.0.1"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[7]q
@@ -226,7 +231,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
         Root = %[8]q
 `, filepath.Join(c, "root"), filepath.Join(c, "state"), n.ContainerdSocket(), n.ContainerdSocket()+".ttrpc",
-		filepath.Join(c, "opt"), PauseImage, n.path("cni", "net.d"), n.path("run", "runc"))
+		filepath.Join(c, "opt"), PauseImage, n.path("cni", "net.d"), n.path("run", "runc"), n.r.RegistryHostsDir())
 }
 
 // cniConfig: the rig's bridge is the pods' gateway; no masquerading, so pod
