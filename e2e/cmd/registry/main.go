@@ -37,6 +37,16 @@ func main() {
 }
 
 func run(addr, root string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	reg, err := newRegistry(ctx, addr, root)
+	if err != nil {
+		return err
+	}
+	return reg.ListenAndServe()
+}
+
+func newRegistry(ctx context.Context, addr, root string) (*registry.Registry, error) {
 	// Parsed from YAML like the registry's own config file, so that defaults apply as they do there.
 	cfg, err := configuration.Parse(strings.NewReader(fmt.Sprintf(`version: 0.1
 log:
@@ -52,13 +62,7 @@ http:
   addr: %q
 `, root, addr)))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	reg, err := registry.NewRegistry(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	return reg.ListenAndServe()
+	return registry.NewRegistry(ctx, cfg)
 }
