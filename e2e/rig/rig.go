@@ -347,13 +347,18 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 		return err
 	}
 	logf("rig: registry %s serving, images pushed at %s", Registry, since())
-	// The default images on every node before any test: CRI calls of the tests use them directly.
-	for _, img := range DefaultImages() {
+	// Every node pulls the images (CRI, by tag) before any test: tests make CRI calls with them
+	// directly, and critest looks some up before it would pull. Not those built as an index (the
+	// cluster part's): the kubelet pulls that by digest when the Deployment asks for it.
+	for _, img := range append(DefaultImages(), r.cfg.Images...) {
+		if img.Index != nil {
+			continue
+		}
 		if _, err := r.PullImage(ctx, img.Ref); err != nil {
 			return err
 		}
 	}
-	logf("rig: nodes pulled %s and %s from the registry at %s", PauseImage, TestImage, since())
+	logf("rig: nodes pulled the images from the registry at %s", since())
 	for i, n := range r.nodes {
 		if err := r.waitFor(ctx, kubelets[i], "node "+n.name+" Ready", 90*time.Second, func() (bool, error) {
 			return r.nodeReady(ctx, n.name), nil
