@@ -77,9 +77,14 @@ func overlay(dir, deploy, image string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// kustomize takes no absolute path to a base: the relative one.
+	rel, err := filepath.Rel(d, deploy)
+	if err != nil {
+		return "", err
+	}
 	repo, digest, _ := strings.Cut(image, "@")
 	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n- name: %s\n  newName: %s\n  digest: %s\n",
-		deploy, ImageName, repo, digest)
+		rel, ImageName, repo, digest)
 	return d, os.WriteFile(filepath.Join(d, "kustomization.yaml"), []byte(k), 0o644)
 }
 
