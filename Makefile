@@ -32,7 +32,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps
+	packages package-test demo demo-down fresh-check deps image image-push
 
 all: build
 
@@ -58,6 +58,23 @@ test: row-bins critest-bin unit integration package-test e2e
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages: deps-lint
 	@pkgs=$$(packaging/build.sh) && packaging/lint.sh $$pkgs && echo "$$pkgs"
+
+## image: the probeshim-cluster image, an OCI image index for linux/amd64 and linux/arm64 (static
+## binary, user 65532, no shell; go-containerregistry, no Docker), reproducible: every date is the
+## commit's (SOURCE_DATE_EPOCH). Writes the OCI layout dist/image/probeshim-cluster and
+## dist/probeshim-cluster-<tag>.oci.tar; prints the tag (the version from git, "~" -> "-",
+## "+" -> "_") and the index digest.
+image:
+	@$(GO) run ./hack/image
+
+## image-push: push that index to $(IMAGE):<tag> and print its digest, e.g.
+## make image-push IMAGE=registry.example/probeshim/probeshim-cluster (credentials: docker's
+## config.json, as `docker login` or `crane auth login` write it; IMAGE_PUSH_FLAGS=-insecure for HTTP).
+IMAGE ?=
+IMAGE_PUSH_FLAGS ?=
+image-push:
+	@if [ -z "$(IMAGE)" ]; then echo "image-push: set IMAGE, e.g. IMAGE=registry.example/probeshim/probeshim-cluster" >&2; exit 2; fi
+	@$(GO) run ./hack/image -push $(IMAGE) $(IMAGE_PUSH_FLAGS)
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).

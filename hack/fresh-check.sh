@@ -52,4 +52,12 @@ rc=0
 (cd "$work/probeshim" && CI=true bash .ci/run </dev/null) >"$log" 2>&1 || rc=$?
 echo "== .ci/run exited $rc after $(((SECONDS - start) / 60))m$(((SECONDS - start) % 60))s; its last lines:"
 tail -n 15 "$log"
+# The documented targets CI does not run, on the same clean clone.
+for target in image; do
+	echo "== make $target"
+	if ! (cd "$work/probeshim" && make -s "$target" </dev/null) >>"$log" 2>&1; then
+		echo "fresh-check: make $target failed; see $log" >&2
+		rc=1
+	fi
+done
 exit $rc

@@ -31,7 +31,9 @@ else
 		exit 1
 	fi
 	# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target.
-	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w -X main.version=${version}" \
+	commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+	CGO_ENABLED=0 $GO build -trimpath \
+		-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit}" \
 		-o "$stage/probeshim" ./shim/cmd/probeshim
 fi
 

@@ -8,11 +8,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,14 +25,16 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/ociimage"
 )
 
 // The cluster deployment as cluster/deploy names it.
 const (
-	// ImageRef is the Deployment's image. The rig imports the image under this reference, which
-	// containerd stores as docker.io/library/probeshim-cluster:dev, the same name the kubelet
-	// resolves the Deployment's short reference to.
-	ImageRef   = "probeshim-cluster:dev"
+	// ImageName is the Deployment's image name in cluster/deploy, which an install replaces
+	// (kustomize's images: transformer) with where it pushed the image.
+	ImageName = "probeshim-cluster"
+	// ImageRef is where the rig pushes the image `make image` builds: its registry.
+	ImageRef   = rig.Registry + "/probeshim/probeshim-cluster:e2e"
 	Namespace  = "probeshim-system"
 	Deployment = "probeshim-cluster"
 	// Webhooks is the name of both webhook configurations.
@@ -38,22 +43,58 @@ const (
 	podSelector = "app.kubernetes.io/name=probeshim,app.kubernetes.io/component=cluster"
 )
 
-// Image is the probeshim-cluster image: the static command at /bin/probeshim-cluster, as the
-// Deployment runs it. Pass it to framework.WithImages or rig.Config.Images.
+// Image is the probeshim-cluster image as `make image` builds it (internal/ociimage, version
+// and labels from git), for this machine's platform only. Pass it to framework.WithImages or
+// rig.Config.Images: the rig pushes it to its registry as ImageRef.
 func Image() rig.Image {
-	return rig.Image{
-		Ref:        ImageRef,
-		GoPrograms: map[string]string{"/bin/probeshim-cluster": "github.com/probeshim/probeshim/cluster/cmd/probeshim-cluster"},
-		Entrypoint: []string{"/bin/probeshim-cluster"},
+	return rig.Image{Ref: ImageRef, Index: func(ctx context.Context, dir string) (v1.ImageIndex, error) {
+		root, err := framework.ModuleRoot()
+		if err != nil {
+			return nil, err
+		}
+		g, err := ociimage.FromGit(ctx, root)
+		if err != nil {
+			return nil, err
+		}
+		bins, err := os.MkdirTemp(dir, "probeshim-cluster-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(bins)
+		spec, err := ociimage.ClusterSpec(ctx, root, bins, g, []ociimage.Platform{{OS: runtime.GOOS, Arch: runtime.GOARCH}})
+		if err != nil {
+			return nil, err
+		}
+		return ociimage.Build(spec)
+	}}
+}
+
+// overlay writes a kustomization in a new folder under dir that installs cluster/deploy with the
+// image pinned by digest, as a user installs a pushed release (kustomize edit set image
+// probeshim-cluster=REGISTRY/probeshim/probeshim-cluster@sha256:...).
+func overlay(dir, deploy, image string) (string, error) {
+	d, err := os.MkdirTemp(dir, "probeshim-deploy-")
+	if err != nil {
+		return "", err
 	}
+	// kustomize takes no absolute path to a base: the relative one.
+	rel, err := filepath.Rel(d, deploy)
+	if err != nil {
+		return "", err
+	}
+	repo, digest, _ := strings.Cut(image, "@")
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\nimages:\n- name: %s\n  newName: %s\n  digest: %s\n",
+		rel, ImageName, repo, digest)
+	return d, os.WriteFile(filepath.Join(d, "kustomization.yaml"), []byte(k), 0o644)
 }
 
 // Deploy applies the cluster deployment's manifests (`kubectl apply -k cluster/deploy`, server
 // side) and returns once the Deployment is available, both webhook configurations carry a CA
 // bundle and their webhooks answer (a dry-run PodProbeMarker is validated, a dry-run
 // enhanced-liveness pod is mutated, a dry-run ContainerRecreateRequest for a missing pod is
-// rejected by its webhook), and the node's NodePodProbe exists. The image (Image) must
-// have been imported by the rig. logf gets progress lines.
+// rejected by its webhook), and the node's NodePodProbe exists. The image (Image) must have been
+// pushed by the rig: the Deployment pulls it from the rig's registry by digest. logf gets
+// progress lines.
 func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)) error {
 	root, err := framework.ModuleRoot()
 	if err != nil {
@@ -61,18 +102,32 @@ func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)
 	}
 	t0 := time.Now()
 	since := func() string { return time.Since(t0).Round(time.Millisecond).String() }
-	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", filepath.Join(root, "cluster", "deploy")); err != nil {
+	digest, err := c.Rig.RegistryDigest(ctx, ImageRef)
+	if err != nil {
+		return fmt.Errorf("the rig's registry has no %s (was Image() in the rig's images?): %w", ImageRef, err)
+	}
+	pinned := strings.TrimSuffix(ImageRef, ":e2e") + "@" + digest.String()
+	dir, err := os.MkdirTemp("", "probeshim-deploy-")
+	if err != nil {
 		return err
 	}
-	logf("cluster: manifests applied (%s)", since())
+	defer os.RemoveAll(dir)
+	kdir, err := overlay(dir, filepath.Join(root, "cluster", "deploy"), pinned)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-k", kdir); err != nil {
+		return err
+	}
+	logf("cluster: manifests applied, image %s (%s)", pinned, since())
 
 	dep := &appsv1.Deployment{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Deployment}, dep); err != nil {
 		return err
 	}
 	for _, ctr := range dep.Spec.Template.Spec.Containers {
-		if ctr.Image != ImageRef {
-			return fmt.Errorf("the Deployment runs image %q but the rig imports %q: keep cluster/deploy and e2e/cluster.ImageRef in step", ctr.Image, ImageRef)
+		if ctr.Image != pinned || ctr.ImagePullPolicy != corev1.PullIfNotPresent {
+			return fmt.Errorf("the Deployment runs image %q (pull policy %s), want %q, IfNotPresent: keep cluster/deploy's image name %q", ctr.Image, ctr.ImagePullPolicy, pinned, ImageName)
 		}
 	}
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",

@@ -195,7 +195,7 @@ func (n *packagedNode) testPodsExecLogsPortForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := c.Namespace(t)
-	web := corev1.Container{Name: "web", Image: WebImage, ImagePullPolicy: corev1.PullNever,
+	web := corev1.Container{Name: "web", Image: WebImage, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: []string{"sh", "-c", "echo web started; exec httpd -f -p 80 -h /www"},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80), Path: "/"}},
 			PeriodSeconds: 1}}
@@ -281,9 +281,9 @@ func (n *packagedNode) testProbeStart(t *testing.T) {
 	// The gate holds the app container back until the node service has the
 	// probe, so what is measured is the start, not the NodePodProbe's way
 	// to the node.
-	pod := framework.NewPod(ns, "timed", corev1.Container{Name: "app", Image: StampImage, ImagePullPolicy: corev1.PullNever,
+	pod := framework.NewPod(ns, "timed", corev1.Container{Name: "app", Image: StampImage, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: []string{"sleep", "100000"}})
-	pod.Spec.InitContainers = []corev1.Container{{Name: "gate", Image: StampImage, ImagePullPolicy: corev1.PullNever,
+	pod.Spec.InitContainers = []corev1.Container{{Name: "gate", Image: StampImage, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:      []string{"sh", "-c", "until [ -f /gate/open ]; do sleep 0.05; done"},
 		VolumeMounts: []corev1.VolumeMount{{Name: "gate", MountPath: "/gate"}}}}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "gate", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}

@@ -41,7 +41,7 @@ func (s *suite) admission(t *testing.T) {
 
 	blocked := framework.NewPod(ns, "blocked", trap("main"))
 	blocked.Spec.InitContainers = []corev1.Container{framework.Command("init", "sleep", "1000000")}
-	blocked.Spec.InitContainers[0].ImagePullPolicy = corev1.PullNever
+	blocked.Spec.InitContainers[0].ImagePullPolicy = corev1.PullIfNotPresent
 	s.c.CreatePod(t, blocked)
 	if _, err := s.c.WaitForPod(ctx, ns, "blocked", time.Minute, "init running", func(p *corev1.Pod) bool {
 		return len(p.Status.InitContainerStatuses) == 1 && p.Status.InitContainerStatuses[0].State.Running != nil

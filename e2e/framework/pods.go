@@ -58,13 +58,13 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// NewPod returns a pod for the rig: images are never pulled, termination is
+// NewPod returns a pod for the rig: images come from the rig's registry (IfNotPresent), termination is
 // quick (1 s), and it is scheduled like any other pod.
 func NewPod(ns, name string, containers ...corev1.Container) *corev1.Pod {
 	grace := int64(1)
 	for i := range containers {
 		if containers[i].ImagePullPolicy == "" {
-			containers[i].ImagePullPolicy = corev1.PullNever
+			containers[i].ImagePullPolicy = corev1.PullIfNotPresent
 		}
 		if containers[i].Image == "" {
 			containers[i].Image = TestImage
@@ -83,13 +83,13 @@ func NewPod(ns, name string, containers ...corev1.Container) *corev1.Pod {
 // Shell is a TestImage container running script with sh -c. Use exec for
 // the last command so that it gets the signals.
 func Shell(name, script string) corev1.Container {
-	return corev1.Container{Name: name, Image: TestImage, ImagePullPolicy: corev1.PullNever, Command: []string{"sh", "-c", script}}
+	return corev1.Container{Name: name, Image: TestImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sh", "-c", script}}
 }
 
 // Command is a TestImage container running argv, e.g.
 // Command("grpc", "grpc-health-server", "-listen", ":9090").
 func Command(name string, argv ...string) corev1.Container {
-	return corev1.Container{Name: name, Image: TestImage, ImagePullPolicy: corev1.PullNever, Command: argv}
+	return corev1.Container{Name: name, Image: TestImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: argv}
 }
 
 // CreatePod creates pod and returns it as created; the test fails on error.

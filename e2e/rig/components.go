@@ -70,6 +70,9 @@ func (r *Rig) writeConfigs() error {
 	if r.client, err = kubernetes.NewForConfig(r.admin); err != nil {
 		return err
 	}
+	if err := r.writeRegistryHosts(); err != nil {
+		return err
+	}
 	files := map[string]string{r.path("kube-proxy.yaml"): r.kubeProxyConfig()}
 	for _, n := range r.nodes {
 		files[n.path("containerd", "config.toml")] = n.containerdConfig()
@@ -203,8 +206,7 @@ func (r *Rig) ctr() string { return filepath.Join(r.cfg.ContainerdBin, "ctr") }
 // (containerd 2.4's own is 4, which only moves [grpc] and [ttrpc] into
 // io.containerd.server.v1.* plugins: 2.4 migrates a 3 at start, with a
 // warning in its log.)
-// config_path is the registry hosts folder (hosts.toml per registry), empty
-// until the rig has a registry.
+// config_path is the rig registry's hosts folder (hosts.toml per registry).
 func (n *Node) containerdConfig() string {
 	c := n.path("containerd")
 	common := fmt.Sprintf(`root = %[1]q
@@ -400,5 +402,5 @@ func (r *Rig) nodeReady(ctx context.Context, name string) bool {
 }
 
 // registryHostsDir is containerd's config_path, the folder of hosts.toml files
-// per registry: empty while the rig runs no registry of its own.
-func (n *Node) registryHostsDir() string { return "" }
+// per registry, served by the rig's own registry.
+func (n *Node) registryHostsDir() string { return n.r.RegistryHostsDir() }

@@ -13,19 +13,20 @@ import (
 	"sort"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/probeshim/probeshim/e2e/rig/image"
 )
 
-// The images every rig imports. Pods must use imagePullPolicy: Never (or
-// IfNotPresent): there is no registry.
+// The images every rig pushes to its registry (Registry) and has every node pull at bring-up.
 const (
 	// PauseImage is the sandbox image: a static Go pause program.
-	PauseImage = "probeshim.local/pause:e2e"
+	PauseImage = Registry + "/probeshim/pause:e2e"
 	// TestImage has a static busybox with all its applets on PATH (sh, httpd,
 	// wget, nc, sleep, ...) and the project's test servers:
 	//   /bin/grpc-health-server  (e2e/testimages/grpchealth)
 	//   /bin/localhttp-server    (e2e/testimages/localhttp)
-	TestImage = "probeshim.local/testbox:e2e"
+	TestImage = Registry + "/probeshim/testbox:e2e"
 )
 
 const modulePath = "github.com/probeshim/probeshim"
@@ -34,9 +35,11 @@ const modulePath = "github.com/probeshim/probeshim"
 // (then the rig's name); Teardown removes those an interrupted build left.
 const buildDirPrefix = "probeshim-images-"
 
-// Image describes an image to build and import.
+// Image describes an image to build and push to the rig's registry.
 type Image struct {
-	Ref string // name:tag, e.g. probeshim.local/cluster:e2e
+	// Ref is name:tag under Registry (127.0.0.1:5000/probeshim/x:e2e), or a docker.io name
+	// (busybox:1.36), which the registry serves as containerd's mirror of docker.io.
+	Ref string
 	// Busybox adds the static busybox and its applets.
 	Busybox bool
 	// GoPrograms maps a path in the image to a Go main package of this
@@ -47,6 +50,9 @@ type Image struct {
 	Entries    []image.Entry
 	Entrypoint []string
 	Cmd        []string
+	// Index, when set, builds the image instead (the fields above are unused): the index the
+	// release builds, e.g. probeshim-cluster's from internal/ociimage. dir is for its files.
+	Index func(ctx context.Context, dir string) (v1.ImageIndex, error)
 }
 
 // DefaultImages are PauseImage and TestImage.
@@ -69,20 +75,27 @@ func DefaultImages() []Image {
 	}
 }
 
-// ImportImage builds img and imports it into the k8s.io namespace of every
-// node's containerd of a running rig.
+// ImportImage builds img, pushes it to the rig's registry and has every node's containerd pull it
+// (through CRI, by tag), so that pods and CRI calls find it at once.
 func (r *Rig) ImportImage(ctx context.Context, img Image) error {
-	if err := r.buildImages(ctx, []Image{img}); err != nil {
+	if err := r.buildImages(ctx, []Image{img}, false); err != nil {
 		return err
 	}
-	return r.importImages(ctx, []Image{img})
+	if err := r.pushImages(ctx, []Image{img}); err != nil {
+		return err
+	}
+	_, err := r.PullImage(ctx, img.Ref)
+	return err
 }
+
+// registryBin is where buildImages puts the registry's binary.
+func (r *Rig) registryBin() string { return r.path("registry", "registry") }
 
 func (r *Rig) imageTar(ref string) string { return r.path("images", fileSafe(ref)+".tar") }
 
-// buildImages compiles every Go program of imgs in one `go build` and writes
-// one docker-archive tar per image.
-func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
+// buildImages compiles every Go program of imgs (and the registry, with registry) in one
+// `go build` and writes one docker-archive tar per image without an Index.
+func (r *Rig) buildImages(ctx context.Context, imgs []Image, registry bool) error {
 	// Build outside the rig's folder: a `go build` orphaned by a killed test
 	// must not write into the next rig's folder.
 	binDir, err := os.MkdirTemp("", buildDirPrefix+r.cfg.Name+"-*")
@@ -91,6 +104,9 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
 	}
 	defer os.RemoveAll(binDir)
 	pkgSet := map[string]bool{}
+	if registry {
+		pkgSet[registryPkg] = true
+	}
 	for _, img := range imgs {
 		for _, pkg := range img.GoPrograms {
 			pkgSet[pkg] = true
@@ -115,8 +131,23 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
 			return err
 		}
 	}
+	if registry {
+		b, err := os.ReadFile(built[registryPkg])
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(r.registryBin()), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(r.registryBin(), b, 0o755); err != nil {
+			return err
+		}
+	}
 	var applets []string
 	for _, img := range imgs {
+		if img.Index != nil {
+			continue
+		}
 		if img.Busybox && applets == nil {
 			out, err := exec.CommandContext(ctx, "/bin/busybox", "--list-full").Output()
 			if err != nil {
@@ -135,21 +166,6 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image) error {
 		spec := image.Spec{Ref: img.Ref, Entries: entries, Entrypoint: img.Entrypoint, Cmd: img.Cmd}
 		if err := image.WriteFile(r.imageTar(img.Ref), spec); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// importImages imports imgs into every node's containerd.
-func (r *Rig) importImages(ctx context.Context, imgs []Image) error {
-	for _, n := range r.nodes {
-		for _, img := range imgs {
-			cmd := exec.CommandContext(ctx, r.ctr(), "--address", n.ContainerdSocket(), "-n", ContainerdNamespace,
-				"images", "import", "--no-unpack=false", r.imageTar(img.Ref))
-			cmd.SysProcAttr = diesWithRig()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("ctr images import %s on node %s: %w: %s", img.Ref, n.name, err, out)
-			}
 		}
 	}
 	return nil

@@ -91,7 +91,7 @@ type Config struct {
 	NetNS string
 	// Cgroup is the rig's top-level cgroup in every hierarchy (default Name).
 	Cgroup string
-	// Images are imported in addition to PauseImage and TestImage.
+	// Images are pushed to the rig's registry in addition to PauseImage and TestImage.
 	Images []Image
 	// SkipPackages skips the check for Debian packages.
 	SkipPackages bool
@@ -294,7 +294,7 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	logf("rig: certificates and configs written at %s", since())
 
 	images := make(chan error, 1)
-	go func() { images <- r.buildImages(ctx, append(DefaultImages(), r.cfg.Images...)) }()
+	go func() { images <- r.buildImages(ctx, append(DefaultImages(), r.cfg.Images...), true) }()
 
 	etcd, err := r.startProcess("etcd", r.etcdArgs()...)
 	if err != nil {
@@ -358,10 +358,25 @@ func (r *Rig) bringUp(ctx context.Context, t0 time.Time) error {
 	case <-ctx.Done():
 		return fmt.Errorf("building images: %w", ctx.Err())
 	}
-	if err := r.importImages(ctx, append(DefaultImages(), r.cfg.Images...)); err != nil {
+	if err := r.startRegistry(ctx, r.registryBin()); err != nil {
 		return err
 	}
-	logf("rig: images imported at %s", since())
+	if err := r.pushImages(ctx, append(DefaultImages(), r.cfg.Images...)); err != nil {
+		return err
+	}
+	logf("rig: registry %s serving, images pushed at %s", Registry, since())
+	// Every node pulls the images (CRI, by tag) before any test: tests make CRI calls with them
+	// directly, and critest looks some up before it would pull. Not those built as an index (the
+	// cluster part's): the kubelet pulls that by digest when the Deployment asks for it.
+	for _, img := range append(DefaultImages(), r.cfg.Images...) {
+		if img.Index != nil {
+			continue
+		}
+		if _, err := r.PullImage(ctx, img.Ref); err != nil {
+			return err
+		}
+	}
+	logf("rig: nodes pulled the images from the registry at %s", since())
 	for i, n := range r.nodes {
 		if err := r.waitFor(ctx, kubelets[i], "node "+n.name+" Ready", 90*time.Second, func() (bool, error) {
 			return r.nodeReady(ctx, n.name), nil

@@ -21,7 +21,11 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 	"github.com/probeshim/probeshim/cluster/kruise"
+	buildversion "github.com/probeshim/probeshim/internal/version"
 )
+
+// version is set at build time (-ldflags "-X main.version=..."; make image does).
+var version = "dev"
 
 // options are the command's flags.
 type options struct {
@@ -54,6 +58,7 @@ type options struct {
 	kruiseKeepPeriod   time.Duration
 	heartbeatRelay     bool
 	servicePort        int
+	printVersion       bool
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -61,6 +66,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	if ns == "" {
 		ns = "probeshim-system"
 	}
+	fs.BoolVar(&o.printVersion, "version", false, "print the version, the commit and the Go version, and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview; see the ClusterRole probeshim-metrics-reader); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -140,11 +146,16 @@ func main() {
 	o.bind(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component
 	flag.Parse()
+	if o.printVersion {
+		fmt.Println("probeshim-cluster", buildversion.String(version))
+		return
+	}
 
 	// One logger for controller-runtime and client-go (leader election logs through klog).
 	logger := klog.NewKlogr()
 	ctrl.SetLogger(logger)
 	log := logger.WithName("setup")
+	log.Info("starting", "version", buildversion.String(version))
 
 	if err := o.complete(); err != nil {
 		log.Error(err, "invalid flags")

@@ -38,6 +38,7 @@ import (
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/server"
 )
 
@@ -51,8 +52,9 @@ const (
 	labelIdle      = "gameserver-idle"
 	annotationCost = "controller.kubernetes.io/pod-deletion-cost"
 	conditionIdle  = "game.example.com/idle"
-	// busyboxImage is what the example's Deployment runs. No registry is reachable from the rig:
-	// the demo builds a static busybox image under this name (imagePullPolicy IfNotPresent).
+	// busyboxImage is what the example's Deployment runs. The rig reaches no registry outside: the
+	// demo builds a static busybox image and the rig pushes it to its own registry, containerd's
+	// mirror of docker.io (imagePullPolicy IfNotPresent).
 	busyboxImage = "busybox:1.36"
 	// healthAddr is the node service's health and metrics endpoint, inside the rig's netns.
 	healthAddr = "127.0.0.1:19180"
@@ -320,8 +322,8 @@ func (d *demo) printProbeEvents(ctx context.Context, pod string) {
 // printNodeStatus shows what the node service probes, from its status socket (`probeshim status`).
 func (d *demo) printNodeStatus(ctx context.Context) {
 	dir := demoDir(d.r.Dir())
-	fmt.Printf("\n$ %s status --status-socket %s\n", filepath.Join(dir, "probeshim"), filepath.Join(dir, "probeshim.sock"))
-	st, err := server.FetchStatus(ctx, filepath.Join(dir, "probeshim.sock"))
+	fmt.Printf("\n$ %s status\n", filepath.Join(dir, "probeshim"))
+	st, err := server.FetchStatus(ctx, config.DefaultStatusSocket)
 	if err != nil {
 		fmt.Printf("   (failed: %v)\n", err)
 		return
@@ -364,11 +366,17 @@ Things to try (in that shell):
 	fmt.Printf(`
 The node service (pid in %s):
 
-    %s status --status-socket %s
-    less %s
+    %s status        # its status socket is the default, %s
+    less %s                 # its log (a node installed from the package logs to journald)
+
+The cluster's registry (%s, inside the netns) holds the images the demo runs; push your own there
+from inside the netns (e.g. crane push image.tar %s/me/app:1) and use them in pods as
+%s/me/app:1, imagePullPolicy IfNotPresent. docker.io names it holds serve as before
+(busybox:1.36 is %s/library/busybox:1.36).
 
 Stop everything: make demo-down
-`, pidFile(r.Dir()), filepath.Join(dir, "probeshim"), filepath.Join(dir, "probeshim.sock"), nodeServiceLog(r.Dir()))
+`, pidFile(r.Dir()), filepath.Join(dir, "probeshim"), config.DefaultStatusSocket, nodeServiceLog(r.Dir()),
+		rig.Registry, rig.Registry, rig.Registry, rig.Registry)
 }
 
 // oneLine fits a probe's output (which often ends in a newline) into a table cell.
@@ -397,6 +405,9 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 	r := d.r
 	dir := demoDir(r.Dir())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(config.DefaultStatusSocket), 0o755); err != nil {
 		return 0, err
 	}
 	built, err := framework.BuildBinary("./shim/cmd/probeshim")
@@ -429,7 +440,8 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 		"--containerd-socket", r.ContainerdSocket(),
 		"--health-address", healthAddr,
 		"--metrics-address", healthAddr,
-		"--status-socket", filepath.Join(dir, "probeshim.sock"),
+		// The default socket, so that `probeshim status` needs no flag (as on a node of the package).
+		"--status-socket", config.DefaultStatusSocket,
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logFile, logFile
 	cmd.Dir = dir
@@ -573,6 +585,12 @@ func down(ctx context.Context) error {
 	defer unlock()
 	if err := stopNodeService(rigDir); err != nil {
 		return err
+	}
+	// The demo's status socket, unless a service still answers on it.
+	if c, err := net.DialTimeout("unix", config.DefaultStatusSocket, time.Second); err == nil {
+		c.Close()
+	} else {
+		_ = os.Remove(config.DefaultStatusSocket)
 	}
 	if err := rig.Teardown(ctx, cfg); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	buildversion "github.com/probeshim/probeshim/internal/version"
 	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/server"
 	"github.com/probeshim/probeshim/shim/service"
@@ -32,7 +33,7 @@ const usage = `probeshim — the probeshim node service.
 Usage:
   probeshim [flags]           run the service (normally started by systemd: probeshim.service)
   probeshim status [flags]    show what the running service probes and each probe's last result
-  probeshim version           print the version
+  probeshim version           print the version, the commit and the Go version
 
 The service reads /etc/probeshim/config.yaml (see --config); flags override the file.
 Logs go to journald with fields under systemd (journalctl -u probeshim POD_NAME=web-0), else to stderr.
@@ -49,7 +50,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "version":
-		fmt.Println(version)
+		fmt.Println("probeshim", buildversion.String(version))
 	case "status":
 		err = status(args)
 	default:
