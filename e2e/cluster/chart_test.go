@@ -13,15 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
@@ -169,27 +167,10 @@ func (s *suite) testRecreate(t *testing.T) {
 	}
 }
 
-// helmConfig is Helm's action configuration for the rig, as rig-admin, releases kept in Secrets
-// as the helm command keeps them.
 func helmConfig(t *testing.T, c *framework.Cluster) *action.Configuration {
 	t.Helper()
-	rc := c.Config
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["rig"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthority: rc.CAFile,
-		CertificateAuthorityData: rc.CAData, TLSServerName: rc.ServerName}
-	kc.AuthInfos["rig-admin"] = &clientcmdapi.AuthInfo{ClientCertificate: rc.CertFile, ClientKey: rc.KeyFile,
-		ClientCertificateData: rc.CertData, ClientKeyData: rc.KeyData, Token: rc.BearerToken}
-	kc.Contexts["rig"] = &clientcmdapi.Context{Cluster: "rig", AuthInfo: "rig-admin", Namespace: Namespace}
-	kc.CurrentContext = "rig"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	flags := genericclioptions.NewConfigFlags(false)
-	ns := Namespace
-	flags.KubeConfig, flags.Namespace = &path, &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, Namespace, "secret", t.Logf); err != nil {
+	cfg, err := charts.ActionConfig(c.Config, Namespace, t.TempDir(), t.Logf)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
