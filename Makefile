@@ -124,6 +124,8 @@ bench: deps-rig deps-runc-build
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	$(TOOLS) controller-gen crd:crdVersions=v1 paths=./apis/... output:crd:artifacts:config=apis/crds
+	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
+	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/
 
 ## verify-generated: fails when deepcopy or CRD manifests are stale.
 verify-generated:

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the probeshim .deb and .rpm from packaging/nfpm.yaml into dist/ (or $PROBESHIM_DIST).
 #   PROBESHIM_VERSION  package version (default: packaging/version.sh, from git)
-#   PROBESHIM_BINARY   package this binary instead of building ./shim/cmd/probeshim (tests only)
+#   PROBESHIM_BINARY   package this binary instead of building ./shim/cmd/probeshim (tests only; one
+#                      architecture, the binary's)
 #   PROBESHIM_DIST     output folder (default: dist)
 #   PROBESHIM_FORMATS  "deb rpm" (default) or one of them
+#   PROBESHIM_ARCHES   Go architectures to build for: "amd64 arm64" (default) or one of them
 #   PROBESHIM_CONFIG   ship this file as the default /etc/probeshim/config.yaml (tests: a newer default)
 # Prints the paths of the packages it wrote, one a line.
 set -euo pipefail
@@ -13,7 +15,7 @@ GO=${GO:-go}
 version=$(packaging/version.sh)
 dist=${PROBESHIM_DIST:-dist}
 formats=${PROBESHIM_FORMATS:-deb rpm}
-arch=$($GO env GOARCH)
+arches=${PROBESHIM_ARCHES:-amd64 arm64}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
@@ -23,18 +25,13 @@ if [[ -z ${SOURCE_DATE_EPOCH:-} ]]; then
 fi
 export SOURCE_DATE_EPOCH
 
-if [[ -n ${PROBESHIM_BINARY:-} ]]; then
-	install -m 0755 "$PROBESHIM_BINARY" "$stage/probeshim"
-else
-	if [[ ! -d shim/cmd/probeshim ]]; then
-		echo "packaging: ./shim/cmd/probeshim does not exist yet; nothing to package" >&2
-		exit 1
-	fi
-	# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target.
-	commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-	CGO_ENABLED=0 $GO build -trimpath \
-		-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit}" \
-		-o "$stage/probeshim" ./shim/cmd/probeshim
+if [[ ! -d shim/cmd/probeshim && -z ${PROBESHIM_BINARY:-} ]]; then
+	echo "packaging: ./shim/cmd/probeshim does not exist yet; nothing to package" >&2
+	exit 1
+fi
+if [[ -n ${PROBESHIM_BINARY:-} && $arches == *" "* ]]; then
+	echo "packaging: PROBESHIM_BINARY is one architecture's binary; set PROBESHIM_ARCHES to it" >&2
+	exit 1
 fi
 
 gzip -9n <packaging/files/probeshim.8 >"$stage/probeshim.8.gz"
@@ -54,17 +51,38 @@ cat >"$stage/changelog.yaml" <<YAML
 YAML
 
 mkdir -p "$dist"
-export PROBESHIM_VERSION=$version PROBESHIM_ARCH=$arch PROBESHIM_STAGE=$stage
-# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder here.
-sed "s|\${PROBESHIM_STAGE}|${stage}|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
-for f in $formats; do
-	# nfpm pinned in hack/tools/go.mod.
-	$GO tool -modfile=hack/tools/go.mod nfpm package --config "$stage/nfpm.yaml" \
-		--packager "$f" --target "$dist/" >&2
-done
-for f in $formats; do
-	case $f in
-	deb) ls "$dist"/probeshim_"${version}"-1_*.deb ;;
-	rpm) ls "$dist"/probeshim-"${version}"-1.*.rpm ;;
-	esac
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+for arch in $arches; do
+	mkdir -p "$stage/$arch"
+	if [[ -n ${PROBESHIM_BINARY:-} ]]; then
+		install -m 0755 "$PROBESHIM_BINARY" "$stage/$arch/probeshim"
+	else
+		# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target, and
+		# cross-compiles to every architecture without a C toolchain for it.
+		CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath \
+			-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit}" \
+			-o "$stage/$arch/probeshim" ./shim/cmd/probeshim
+	fi
+	# nfpm.yaml packages ${PROBESHIM_STAGE}/probeshim: this architecture's binary, for this round.
+	install -m 0755 "$stage/$arch/probeshim" "$stage/probeshim"
+	# nfpm maps Go's names (amd64, arm64) to each format's (amd64/x86_64, arm64/aarch64).
+	export PROBESHIM_VERSION=$version PROBESHIM_ARCH=$arch PROBESHIM_STAGE=$stage
+	# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder here.
+	sed "s|\${PROBESHIM_STAGE}|${stage}|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
+	for f in $formats; do
+		# nfpm pinned in hack/tools/go.mod.
+		$GO tool -modfile=hack/tools/go.mod nfpm package --config "$stage/nfpm.yaml" \
+			--packager "$f" --target "$dist/" >&2
+	done
+	for f in $formats; do
+		case $f in
+		deb) ls "$dist/probeshim_${version}-1_${arch}.deb" ;;
+		rpm)
+			case $arch in
+			amd64) rarch=x86_64 ;; arm64) rarch=aarch64 ;; *) rarch=$arch ;;
+			esac
+			ls "$dist/probeshim-${version}-1.${rarch}.rpm"
+			;;
+		esac
+	done
 done

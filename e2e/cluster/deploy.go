@@ -130,12 +130,19 @@ func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)
 			return fmt.Errorf("the Deployment runs image %q (pull policy %s), want %q, IfNotPresent: keep cluster/deploy's image name %q", ctr.Image, ctr.ImagePullPolicy, pinned, ImageName)
 		}
 	}
+	return WaitReady(ctx, c, t0, logf)
+}
+
+// WaitReady returns once the deployed cluster part (from the manifests or the Helm chart) is
+// ready, as Deploy describes; t0 is when the deployment began, for the progress lines.
+func WaitReady(ctx context.Context, c *framework.Cluster, t0 time.Time, logf func(string, ...any)) error {
+	since := func() string { return time.Since(t0).Round(time.Millisecond).String() }
 	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/nodepodprobes.apps.kruise.io", "crd/podprobemarkers.apps.kruise.io", "crd/containerrecreaterequests.apps.kruise.io"); err != nil {
 		return err
 	}
 
-	err = framework.WaitFor(ctx, 2*time.Minute, "Deployment "+Namespace+"/"+Deployment+" available", func(ctx context.Context) (bool, string, error) {
+	err := framework.WaitFor(ctx, 2*time.Minute, "Deployment "+Namespace+"/"+Deployment+" available", func(ctx context.Context) (bool, string, error) {
 		d := &appsv1.Deployment{}
 		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: Deployment}, d); err != nil {
 			return false, err.Error(), nil

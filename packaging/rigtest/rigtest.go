@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/probeshim/probeshim/packaging/nspawn"
@@ -86,11 +87,13 @@ systemctl is-active %s`, shellQuote(debPath), shellQuote(r.Node), shellQuote(r.K
 type Packages struct{ Deb, RPM string }
 
 // Build runs packaging/build.sh in repo with env added (PROBESHIM_VERSION, PROBESHIM_DIST, ...) and
-// returns the packages it wrote.
+// returns the packages it wrote. It builds for this machine's architecture only (the packages the
+// tests install here) unless env sets PROBESHIM_ARCHES.
 func Build(ctx context.Context, repo string, env ...string) (Packages, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(repo, "packaging/build.sh"))
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), env...)
+	// Later entries win: env overrides the default architecture.
+	cmd.Env = append(append(os.Environ(), "PROBESHIM_ARCHES="+runtime.GOARCH), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,0 +1,154 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package charts
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/probeshim/probeshim/internal/kubebin"
+)
+
+// TestInstallUpgradeUninstall installs the chart on a real API server (envtest: no kubelet, so no
+// pod runs) with the Helm SDK, as `helm install --create-namespace` does, then upgrades it with other
+// values and uninstalls it. The API server accepts every object; an upgrade changes what the values
+// say and keeps what others wrote (the CA bundle the deployment patches into its webhooks, objects of
+// the CRDs); uninstalling removes the release's objects but the CRDs and the objects in them.
+func TestInstallUpgradeUninstall(t *testing.T) {
+	dir, err := kubebin.Dir()
+	if err != nil {
+		t.Skip("skipped: " + err.Error())
+	}
+	env := kubebin.Environment(dir)
+	rc, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	kube := kubernetes.NewForConfigOrDie(rc)
+	dyn := dynamic.NewForConfigOrDie(rc)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	cfg, err := ActionConfig(rc, namespace, t.TempDir(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := action.NewInstall(cfg)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = "probeshim", namespace, true
+	if _, err := inst.RunWithContext(ctx, ch, map[string]any{}); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	for _, name := range []string{"podprobemarkers", "nodepodprobes", "containerrecreaterequests"} {
+		waitFor(t, ctx, "CRD "+name+" established", func() bool {
+			_, err := dyn.Resource(gvr(name)).List(ctx, metav1.ListOptions{})
+			return err == nil
+		})
+	}
+
+	// What others write between releases: the deployment's CA bundle, a user's object of a CRD (its
+	// webhook is not served here: the object goes in while the webhook configuration is away, as it
+	// would be when the webhooks are served).
+	mwc := kube.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	patch := `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"` + "ZXhhbXBsZQ==" + `"}]`
+	if _, err := mwc.Patch(ctx, "probeshim", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vwcs := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	if err := vwcs.Delete(ctx, "probeshim", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	marker := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.kruise.io/v1alpha1", "kind": "PodProbeMarker",
+		"metadata": map[string]any{"name": "idle", "namespace": "default"},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "example"}},
+			"probes": []any{map[string]any{"name": "idle", "containerName": "main",
+				"probe":            map[string]any{"exec": map[string]any{"command": []any{"true"}}},
+				"markerPolicy":     []any{map[string]any{"state": "Succeeded", "labels": map[string]any{"example.com/idle": "true"}}},
+				"podConditionType": "game.example.com/idle"}},
+		},
+	}}
+	waitFor(t, ctx, "a PodProbeMarker created", func() bool {
+		_, err := dyn.Resource(gvr("podprobemarkers")).Namespace("default").Create(ctx, marker, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Logf("creating the marker: %v", err)
+			return false
+		}
+		return true
+	})
+
+	up := action.NewUpgrade(cfg)
+	up.Namespace = namespace
+	if _, err := up.RunWithContext(ctx, "probeshim", ch, map[string]any{
+		"replicas": 3,
+		"decider":  map[string]any{"dryRun": true},
+	}); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	dep, err := kube.AppsV1().Deployments(namespace).Get(ctx, "probeshim-cluster", metav1.GetOptions{})
+	if err != nil || *dep.Spec.Replicas != 3 {
+		t.Errorf("after the upgrade: Deployment %v, err %v; want 3 replicas", dep.Spec.Replicas, err)
+	}
+	cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, "probeshim-liveness-decider", metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["config.yaml"], "dryRun: true") {
+		t.Errorf("after the upgrade: decider config %q, err %v; want dryRun: true", cm.Data["config.yaml"], err)
+	}
+	m, err := mwc.Get(ctx, "probeshim", metav1.GetOptions{})
+	if err != nil || string(m.Webhooks[0].ClientConfig.CABundle) != "example" {
+		t.Errorf("after the upgrade: the patched CA bundle is gone (err %v)", err)
+	}
+	if _, err := vwcs.Get(ctx, "probeshim", metav1.GetOptions{}); err != nil {
+		t.Errorf("after the upgrade: the deleted ValidatingWebhookConfiguration is not back: %v", err)
+	}
+	if _, err := dyn.Resource(gvr("podprobemarkers")).Namespace("default").Get(ctx, "idle", metav1.GetOptions{}); err != nil {
+		t.Errorf("after the upgrade: the PodProbeMarker: %v", err)
+	}
+
+	if _, err := action.NewUninstall(cfg).Run("probeshim"); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	if _, err := kube.AppsV1().Deployments(namespace).Get(ctx, "probeshim-cluster", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after uninstall: the Deployment: %v", err)
+	}
+	if _, err := mwc.Get(ctx, "probeshim", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after uninstall: the MutatingWebhookConfiguration: %v", err)
+	}
+	if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "probeshim-pod-records", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after uninstall: the ValidatingAdmissionPolicy: %v", err)
+	}
+	if _, err := dyn.Resource(gvr("podprobemarkers")).Namespace("default").Get(ctx, "idle", metav1.GetOptions{}); err != nil {
+		t.Errorf("after uninstall: the PodProbeMarker (its CRD is kept): %v", err)
+	}
+}
+
+func gvr(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "apps.kruise.io", Version: "v1alpha1", Resource: resource}
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,177 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/charts"
+	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
+)
+
+// release is the Helm release TestChart installs.
+const release = "probeshim"
+
+// TestChart installs the cluster part from the Helm chart (charts/probeshim, with the Helm SDK as
+// `helm install --create-namespace` does), runs the demo flow against it — markers marking pods,
+// a ContainerRecreateRequest restarting a container, an enhanced-liveness pod — and uninstalls it:
+// everything but the CRDs (kept on purpose) goes.
+//
+// It runs before TestCluster (Go runs this file's tests first) and leaves the rig as it found it,
+// so TestCluster's `kubectl apply -k` meets no objects Helm owns.
+func TestChart(t *testing.T) {
+	c := framework.Get(t)
+	ctx := framework.Context(t, 6*time.Minute)
+	cfg := helmConfig(t, c)
+
+	root, err := framework.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(filepath.Join(root, "charts", "probeshim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	inst := action.NewInstall(cfg)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = release, Namespace, true
+	inst.Timeout = 2 * time.Minute
+	// The image the rig imported (Image()); a cluster would pull image.repository:appVersion.
+	repo, tag, _ := strings.Cut(ImageRef, ":")
+	rel, err := inst.RunWithContext(ctx, ch, map[string]any{
+		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+	})
+	if err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	t.Logf("helm install: release %s revision %d, %s (%s)", rel.Name, rel.Version, rel.Info.Status, time.Since(t0).Round(time.Millisecond))
+	uninstalled := false
+	t.Cleanup(func() {
+		if !uninstalled { // a failure midway: leave the rig to TestCluster anyway
+			_, _ = action.NewUninstall(cfg).Run(release)
+		}
+	})
+	if err := WaitReady(ctx, c, t0, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chart installed and ready in %s", time.Since(t0).Round(time.Millisecond))
+
+	s := &suite{c: c, svc: c.StartNodeService(t)}
+	t.Run("demo flow", func(t *testing.T) {
+		t.Run("exec probe marks the pod", s.testExecMarks)
+		t.Run("enhanced liveness", s.testEnhancedLiveness)
+		t.Run("container recreate request", s.testRecreate)
+	})
+	if t.Failed() {
+		t.Logf("cluster deployment:\n%s", Diagnose(c))
+		t.Logf("node service log (end):\n%s", logtail.Last(s.svc.Logs(), 40))
+	}
+	s.svc.Stop()
+
+	t1 := time.Now()
+	if _, err := action.NewUninstall(cfg).Run(release); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	uninstalled = true
+	err = framework.WaitFor(ctx, 2*time.Minute, "the release's objects gone", func(ctx context.Context) (bool, string, error) {
+		var left []string
+		if _, err := c.Kube.AppsV1().Deployments(Namespace).Get(ctx, Deployment, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Deployment "+Deployment)
+		}
+		if _, err := c.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, Webhooks, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ValidatingWebhookConfiguration "+Webhooks)
+		}
+		if _, err := c.Kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, Webhooks, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "MutatingWebhookConfiguration "+Webhooks)
+		}
+		if _, err := c.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "probeshim-pod-records", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ValidatingAdmissionPolicy probeshim-pod-records")
+		}
+		if _, err := c.Kube.RbacV1().ClusterRoles().Get(ctx, "probeshim-node", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ClusterRole probeshim-node")
+		}
+		// TestCluster's apply would fail on a namespace still terminating.
+		if _, err := c.Kube.CoreV1().Namespaces().Get(ctx, "probeshim-node-lease", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Namespace probeshim-node-lease")
+		}
+		return len(left) == 0, fmt.Sprint(left), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("helm uninstall: done in %s", time.Since(t1).Round(time.Millisecond))
+	// The CRDs stay (helm.sh/resource-policy: keep): deleting them would delete every marker.
+	for _, crd := range []string{"nodepodprobes", "podprobemarkers", "containerrecreaterequests"} {
+		if _, err := c.Kubectl(ctx, "get", "crd", crd+".apps.kruise.io"); err != nil {
+			t.Errorf("CRD %s deleted by helm uninstall: %v", crd, err)
+		}
+	}
+}
+
+// testRecreate: a ContainerRecreateRequest restarts the container it names, through the
+// webhooks (node-name label, statusContext) and the node service.
+func (s *suite) testRecreate(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := s.c.CreatePod(t, framework.NewPod(ns, "crr-0", framework.Shell("main", "exec sleep 1000000")))
+	pod = s.c.WaitForPodReady(t, pod, waitPodReady)
+	crr := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "restart-main"},
+		Spec: v1alpha1.ContainerRecreateRequestSpec{PodName: pod.Name,
+			Containers: []v1alpha1.ContainerRecreateRequestContainer{{Name: "main"}}},
+	}
+	if err := s.c.Client.Create(framework.Context(t, 30*time.Second), crr); err != nil {
+		t.Fatalf("creating the ContainerRecreateRequest: %v", err)
+	}
+	if crr.Labels[v1alpha1.LabelCRRNodeName] != pod.Spec.NodeName {
+		t.Errorf("the mutating webhook did not label the request with its node: %v", crr.Labels)
+	}
+	cur := &v1alpha1.ContainerRecreateRequest{}
+	err := framework.WaitFor(framework.Context(t, 2*time.Minute), 90*time.Second, "request completed", func(ctx context.Context) (bool, string, error) {
+		if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(crr), cur); err != nil {
+			return false, err.Error(), nil
+		}
+		return cur.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted, fmt.Sprintf("phase %q %+v", cur.Status.Phase, cur.Status.ContainerRecreateStates), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := cur.Status.ContainerRecreateStates; len(st) != 1 || st[0].Phase != v1alpha1.ContainerRecreateRequestSucceeded {
+		t.Errorf("container states %+v, want main Succeeded", st)
+	}
+	err = framework.WaitFor(framework.Context(t, time.Minute), 45*time.Second, "container main restarted once", func(ctx context.Context) (bool, string, error) {
+		p := &corev1.Pod{}
+		if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return false, err.Error(), nil
+		}
+		st := framework.ContainerStatus(p, "main")
+		return st != nil && st.RestartCount == 1 && st.Ready, fmt.Sprintf("%+v", st), nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+func helmConfig(t *testing.T, c *framework.Cluster) *action.Configuration {
+	t.Helper()
+	cfg, err := charts.ActionConfig(c.Config, Namespace, t.TempDir(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
