@@ -405,6 +405,30 @@ func TestValues(t *testing.T) {
 			}
 		}
 	})
+	t.Run("CRDs off is cluster/deploy/beside-kruise", func(t *testing.T) {
+		// The same objects as cluster/deploy with the component beside-kruise (its contents are
+		// compared by TestDefaultsMatchKustomize), but for the Namespace Helm creates.
+		dir := t.TempDir()
+		root, err := filepath.Abs("../cluster/deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// kustomize takes only relative paths.
+		rel, err := filepath.Rel(dir, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n", rel, filepath.Join(rel, "beside-kruise"))
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := index(t, kustomizeDir(t, dir))
+		delete(want, "Namespace//"+namespace)
+		got := index(t, render(t, map[string]any{"crds": map[string]any{"install": false}}))
+		if w, g := sortedKeys(want), sortedKeys(got); !slices.Equal(w, g) {
+			t.Errorf("objects differ (- beside-kruise, + chart):\n%s", cmp.Diff(w, g))
+		}
+	})
 }
 
 // ---- rendering ----
@@ -452,8 +476,13 @@ func renderIn(ns string, vals map[string]any) (string, error) {
 // kustomize builds cluster/deploy as `kubectl apply -k` does.
 func kustomize(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return kustomizeDir(t, "../cluster/deploy")
+}
+
+func kustomizeDir(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), "../cluster/deploy")
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
