@@ -72,6 +72,13 @@ func valueSets() map[string]map[string]any {
 			"nodeIdentity": map[string]any{"kubelet": false},
 			"metrics":      map[string]any{"service": map[string]any{"enabled": true}},
 		},
+		"no relay, own kruise settings, exec markers role, no CRDs": {
+			"heartbeatRelay":  map[string]any{"enabled": false},
+			"webhook":         map[string]any{"servicePort": 8443},
+			"kruise":          map[string]any{"namespace": "example-kruise", "detectPeriod": "0s", "keepPeriod": "5s"},
+			"execMarkersRole": map[string]any{"enabled": true},
+			"crds":            map[string]any{"install": false},
+		},
 	}
 }
 
@@ -293,6 +300,10 @@ func TestValues(t *testing.T) {
 			t.Errorf("probeshim-pod-records does not name the deployment in example-system")
 		}
 		for _, o := range objs {
+			// The heartbeat relay's binding to kube-apiserver's Role for the client CA lives beside that Role.
+			if o.GetKind() == "RoleBinding" && o.GetName() == "probeshim-cluster-client-ca" && o.GetNamespace() == "kube-system" {
+				continue
+			}
 			if ns := o.GetNamespace(); ns != "" && ns != "example-system" && ns != "probeshim-node-lease" {
 				t.Errorf("%s in namespace %s", key(o), ns)
 			}
@@ -330,11 +341,92 @@ func TestValues(t *testing.T) {
 			t.Errorf("metrics Service ports %v", ports)
 		}
 	})
+	t.Run("heartbeat relay off", func(t *testing.T) {
+		objs := render(t, map[string]any{"heartbeatRelay": map[string]any{"enabled": false}})
+		if !slices.Contains(args(container(t, objs)), "--heartbeat-relay=false") {
+			t.Errorf("args %v", args(container(t, objs)))
+		}
+		for _, o := range objs {
+			if o.GetName() == "probeshim-cluster-client-ca" {
+				t.Errorf("%s rendered without the relay", key(o))
+			}
+		}
+		find(t, render(t, nil), "RoleBinding", "probeshim-cluster-client-ca")
+	})
+	t.Run("webhook service port", func(t *testing.T) {
+		objs := render(t, map[string]any{"webhook": map[string]any{"servicePort": 8443}})
+		if !slices.Contains(args(container(t, objs)), "--webhook-service-port=8443") {
+			t.Errorf("args %v", args(container(t, objs)))
+		}
+		ports, _, _ := unstructured.NestedSlice(find(t, objs, "Service", "probeshim-webhook").Object, "spec", "ports")
+		if len(ports) != 1 || fmt.Sprint(ports[0].(map[string]any)["port"]) != "8443" {
+			t.Errorf("webhook Service ports %v", ports)
+		}
+		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+			whs, _, _ := unstructured.NestedSlice(find(t, objs, kind, "probeshim").Object, "webhooks")
+			for _, w := range whs {
+				if p, _, _ := unstructured.NestedFieldNoCopy(w.(map[string]any), "clientConfig", "service", "port"); fmt.Sprint(p) != "8443" {
+					t.Errorf("%s %v: port %v", kind, w.(map[string]any)["name"], p)
+				}
+			}
+		}
+	})
+	t.Run("kruise detection", func(t *testing.T) {
+		a := args(container(t, render(t, map[string]any{"kruise": map[string]any{"namespace": "example-kruise", "detectPeriod": "0s", "keepPeriod": "5s"}})))
+		for _, want := range []string{"--kruise-namespace=example-kruise", "--kruise-detect-period=0s", "--kruise-keep-period=5s"} {
+			if !slices.Contains(a, want) {
+				t.Errorf("args %v: no %s", a, want)
+			}
+		}
+	})
+	t.Run("exec markers role", func(t *testing.T) {
+		for _, o := range render(t, nil) {
+			if o.GetName() == "probeshim-exec-markers" {
+				t.Errorf("%s rendered by default", key(o))
+			}
+		}
+		got := find(t, render(t, map[string]any{"execMarkersRole": map[string]any{"enabled": true}}), "ClusterRole", "probeshim-exec-markers")
+		b, err := os.ReadFile("../cluster/deploy/rbac-exec-markers.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := yaml.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !equality.Semantic.DeepEqual(want["rules"], got.Object["rules"]) {
+			t.Errorf("rules %v, want those of cluster/deploy/rbac-exec-markers.yaml %v", got.Object["rules"], want["rules"])
+		}
+	})
 	t.Run("CRDs off", func(t *testing.T) {
 		for _, o := range render(t, map[string]any{"crds": map[string]any{"install": false}}) {
 			if o.GetKind() == "CustomResourceDefinition" {
 				t.Errorf("CRD %s rendered with crds.install false", o.GetName())
 			}
+		}
+	})
+	t.Run("CRDs off is cluster/deploy/beside-kruise", func(t *testing.T) {
+		// The same objects as cluster/deploy with the component beside-kruise (its contents are
+		// compared by TestDefaultsMatchKustomize), but for the Namespace Helm creates.
+		dir := t.TempDir()
+		root, err := filepath.Abs("../cluster/deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// kustomize takes only relative paths.
+		rel, err := filepath.Rel(dir, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\ncomponents: [%s]\n", rel, filepath.Join(rel, "beside-kruise"))
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := index(t, kustomizeDir(t, dir))
+		delete(want, "Namespace//"+namespace)
+		got := index(t, render(t, map[string]any{"crds": map[string]any{"install": false}}))
+		if w, g := sortedKeys(want), sortedKeys(got); !slices.Equal(w, g) {
+			t.Errorf("objects differ (- beside-kruise, + chart):\n%s", cmp.Diff(w, g))
 		}
 	})
 }
@@ -384,8 +476,13 @@ func renderIn(ns string, vals map[string]any) (string, error) {
 // kustomize builds cluster/deploy as `kubectl apply -k` does.
 func kustomize(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return kustomizeDir(t, "../cluster/deploy")
+}
+
+func kustomizeDir(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), "../cluster/deploy")
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
