@@ -4,14 +4,9 @@ package leaserelay
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,59 +22,23 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 const ns = "probeshim-node-lease"
 
-// ca is a certificate authority for the tests.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
+// ca issues the client certificates the relay is shown.
+type ca struct{ *testpki.CA }
 
-func newCA(t *testing.T) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ca{cert: cert, key: key}
-}
+func newCA(t *testing.T) *ca { return &ca{testpki.NewCA(t)} }
 
 // client issues a client certificate for cn in orgs, valid from notBefore to notAfter.
 func (c *ca) client(t *testing.T, cn string, orgs []string, notBefore, notAfter time.Time) *x509.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: orgs},
-		NotBefore: notBefore, NotAfter: notAfter, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
+	return c.Issue(t, testpki.Leaf{CN: cn, Orgs: orgs, NotBefore: notBefore, NotAfter: notAfter}).Cert
 }
 
 func (c *ca) valid(t *testing.T, cn string, orgs ...string) *x509.Certificate {
-	return c.client(t, cn, orgs, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+	return c.Issue(t, testpki.Leaf{CN: cn, Orgs: orgs}).Cert
 }
 
 type harness struct {
@@ -94,7 +53,7 @@ func newHarness(t *testing.T, trusted *ca) *harness {
 	x := &harness{client: fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "uid-a"}}),
 		clock: clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)), loaded: true}
 	pool := x509.NewCertPool()
-	pool.AddCert(trusted.cert)
+	pool.AddCert(trusted.Cert)
 	x.relay = New(Options{
 		Client: x.client, Namespace: ns, NodeUserPrefix: "probeshim:node:", NodeGroup: "probeshim:nodes",
 		ClientCA: func() (x509.VerifyOptions, bool) {

@@ -95,8 +95,8 @@ type Config struct {
 	Images []Image
 	// SkipPackages skips the check for Debian packages.
 	SkipPackages bool
-	// Timeout bounds the bring-up (default 5 minutes: a cold Go build cache
-	// makes the image build take about a minute).
+	// Timeout bounds the bring-up (default 10 minutes: a cold Go build cache
+	// makes the image builds take minutes, more on a busy machine).
 	Timeout time.Duration
 	// Logf receives progress lines (default: discarded).
 	Logf func(format string, args ...any)
@@ -141,7 +141,7 @@ func (c Config) withDefaults() Config {
 		c.Cgroup = c.Name
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 5 * time.Minute
+		c.Timeout = 10 * time.Minute
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

@@ -4,16 +4,10 @@ package heartbeat
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +29,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 // fakeRelay records renewals and answers err.
@@ -131,41 +126,15 @@ func TestDirectNeverRelays(t *testing.T) {
 
 // ---- RelayClient against a TLS server ----
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
+// testCA issues kubelet client certificates (group system:nodes) and server certificates.
+type testCA struct{ *testpki.CA }
 
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, IsCA: true, BasicConstraintsValid: true,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
+func newTestCA(t *testing.T) *testCA { return &testCA{testpki.NewCA(t)} }
 
 // issue returns PEM certificate and key for cn, a server certificate for dns when given.
 func (c *testCA) issue(t *testing.T, cn string, dns ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, Organization: []string{"system:nodes"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, DNSNames: dns}
-	if len(dns) > 0 {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
+	l := c.Issue(t, testpki.Leaf{CN: cn, Orgs: []string{"system:nodes"}, DNS: dns, NotBefore: time.Now().Add(-time.Hour)})
+	return l.CertPEM, l.KeyPEM
 }
 
 // The client finds the endpoint from the published ConfigMap and Service, verifies it with the
@@ -199,7 +168,7 @@ func TestRelayClient(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(heartbeatapi.Response{RenewTime: time.Now().Format(time.RFC3339Nano)})
 	}))
 	pool := x509.NewCertPool()
-	pool.AddCert(clientCA.cert)
+	pool.AddCert(clientCA.Cert)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	srv.StartTLS()
 	defer srv.Close()
@@ -208,7 +177,7 @@ func TestRelayClient(t *testing.T) {
 
 	kube := fake.NewClientset(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: heartbeatapi.ConfigMapName}, Data: map[string]string{
-			heartbeatapi.KeyCA: string(serverCA.pem), heartbeatapi.KeyService: "probeshim-system/probeshim-webhook:" + port, heartbeatapi.KeyServerName: serverName}},
+			heartbeatapi.KeyCA: string(serverCA.PEM), heartbeatapi.KeyService: "probeshim-system/probeshim-webhook:" + port, heartbeatapi.KeyServerName: serverName}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "probeshim-system", Name: "probeshim-webhook"}, Spec: corev1.ServiceSpec{ClusterIP: host,
 			Ports: []corev1.ServicePort{{Port: int32(p)}}}})
 	dir := t.TempDir()
@@ -251,7 +220,7 @@ func TestRelayClient(t *testing.T) {
 	}
 
 	// A server the published CA did not sign is not trusted.
-	other := NewRelayClient(RelayConfig{Kube: kube, Namespace: DefaultNamespace, ClientCert: cert, CAFile: writeFile(t, dir, "other.crt", newTestCA(t).pem)})
+	other := NewRelayClient(RelayConfig{Kube: kube, Namespace: DefaultNamespace, ClientCert: cert, CAFile: writeFile(t, dir, "other.crt", newTestCA(t).PEM)})
 	if err := other.Renew(ctx, node, DefaultLeaseDuration); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("renewal with a server of another CA: %v", err)
 	}

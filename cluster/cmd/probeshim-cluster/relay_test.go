@@ -5,16 +5,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"testing"
 	"time"
@@ -28,6 +23,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
 	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 // checkHeartbeatRelay: the running command publishes where its heartbeat relay is and the CA to
@@ -131,17 +127,6 @@ func checkHeartbeatRelay(t *testing.T, ctx context.Context, c client.Client, env
 
 // selfSigned is a kubelet-looking client certificate no CA of the API server signed.
 func selfSigned(t *testing.T) *tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "system:node:node-1", Organization: []string{"system:nodes"}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	l := testpki.NewCA(t).Issue(t, testpki.Leaf{CN: "system:node:node-1", Orgs: []string{"system:nodes"}})
+	return &tls.Certificate{Certificate: [][]byte{l.Cert.Raw}, PrivateKey: l.Key}
 }
