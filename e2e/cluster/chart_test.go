@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,10 +50,13 @@ func TestChart(t *testing.T) {
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = release, Namespace, true
 	inst.Timeout = 2 * time.Minute
-	// The image the rig imported (Image()); a cluster would pull image.repository:appVersion.
-	repo, tag, _ := strings.Cut(ImageRef, ":")
+	// The image the rig pushed to its registry (Image()), pulled by digest as a user pins a release.
+	repo, digest, err := pushedImage(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rel, err := inst.RunWithContext(ctx, ch, map[string]any{
-		"image": map[string]any{"repository": repo, "tag": tag, "pullPolicy": "Never"},
+		"image": map[string]any{"repository": repo, "tag": "e2e", "digest": digest, "pullPolicy": "IfNotPresent"},
 	})
 	if err != nil {
 		t.Fatalf("helm install: %v", err)

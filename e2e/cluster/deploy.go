@@ -102,11 +102,11 @@ func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)
 	}
 	t0 := time.Now()
 	since := func() string { return time.Since(t0).Round(time.Millisecond).String() }
-	digest, err := c.Rig.RegistryDigest(ctx, ImageRef)
+	repo, digest, err := pushedImage(ctx, c)
 	if err != nil {
-		return fmt.Errorf("the rig's registry has no %s (was Image() in the rig's images?): %w", ImageRef, err)
+		return err
 	}
-	pinned := strings.TrimSuffix(ImageRef, ":e2e") + "@" + digest.String()
+	pinned := repo + "@" + digest
 	dir, err := os.MkdirTemp("", "probeshim-deploy-")
 	if err != nil {
 		return err
@@ -131,6 +131,15 @@ func Deploy(ctx context.Context, c *framework.Cluster, logf func(string, ...any)
 		}
 	}
 	return WaitReady(ctx, c, t0, logf)
+}
+
+// pushedImage is the repository and digest of the image the rig pushed as ImageRef.
+func pushedImage(ctx context.Context, c *framework.Cluster) (repo, digest string, err error) {
+	d, err := c.Rig.RegistryDigest(ctx, ImageRef)
+	if err != nil {
+		return "", "", fmt.Errorf("the rig's registry has no %s (was Image() in the rig's images?): %w", ImageRef, err)
+	}
+	return strings.TrimSuffix(ImageRef, ":e2e"), d.String(), nil
 }
 
 // WaitReady returns once the deployed cluster part (from the manifests or the Helm chart) is

@@ -92,7 +92,7 @@ func checkImage(t *testing.T, img v1.Image, p Platform) {
 			t.Errorf("%s: label %s = %q, want %q", p, k, cf.Config.Labels[k], want)
 		}
 	}
-	if !cf.Created.Time.Equal(created) {
+	if !cf.Created.Equal(created) {
 		t.Errorf("%s: created %s, want the commit's time %s", p, cf.Created.Time, created)
 	}
 	layers, err := img.Layers()
