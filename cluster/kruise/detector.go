@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -89,16 +90,8 @@ func (d *Detector) Start(ctx context.Context) error {
 	if period <= 0 {
 		period = DefaultPeriod
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		d.Look(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { d.Look(ctx) }, period)
+	return nil
 }
 
 // Look observes once and publishes the result.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -39,16 +40,8 @@ func (k *Keeper) Start(ctx context.Context) error {
 	if period <= 0 {
 		period = DefaultKeepPeriod
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		k.Keep(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { k.Keep(ctx) }, period)
+	return nil
 }
 
 // Keep removes, once, what the record says must stay removed; it returns the entries it removed.
