@@ -163,9 +163,11 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 					v1alpha1.AnnotationContainerProbeContext, name)})
 				continue
 			}
-			if notStarted(pod, name) {
-				// The kubelet runs no liveness probe before the container has started (its startup
-				// probe succeeded): the entry comes once the kubelet reports started.
+			if c.StartupProbe != nil && notStarted(pod, name) {
+				// The kubelet runs no liveness probe before the container's startup probe has
+				// succeeded: the entry comes once the kubelet reports started. A container without
+				// a startup probe has started when it runs, which the node service sees itself, so
+				// its entry stays: no two NodePodProbe writes and a late first probe per restart.
 				continue
 			}
 			probe, err := nppspec.ResolvePorts(&probes[j].LivenessProbe, c)
@@ -195,8 +197,8 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 }
 
 // notStarted reports whether the kubelet reports container name of pod as not started: its status
-// says started is not true (a startup probe has not succeeded yet, or the container is not
-// running). A container without a status yet is not held: the node service sees it is not running.
+// says started is not true (its startup probe has not succeeded yet, or it is not running). A
+// container without a status yet is not held: the node service sees it is not running.
 func notStarted(pod *corev1.Pod, name string) bool {
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for i := range list {

@@ -151,10 +151,19 @@ func TestDesiredEntriesExpandsEnv(t *testing.T) {
 	}
 }
 
-// As the kubelet: no liveness probe before the container has started (status started true, i.e.
-// its startup probe succeeded). A sidecar's status is read from the init container statuses.
+// As the kubelet: no liveness probe before the container's startup probe has succeeded (status
+// started true). A sidecar's status is read from the init container statuses. A container without
+// a startup probe is not held: it has started when it runs, which the node service sees.
 func TestDesiredEntriesWaitForStarted(t *testing.T) {
 	yes, no := true, false
+	withStartupProbes := func(pod *corev1.Pod) *corev1.Pod {
+		for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range cs {
+				cs[i].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}
+			}
+		}
+		return pod
+	}
 	for _, tc := range []struct {
 		name     string
 		statuses []corev1.ContainerStatus
@@ -169,11 +178,18 @@ func TestDesiredEntriesWaitForStarted(t *testing.T) {
 		{"none started", []corev1.ContainerStatus{{Name: "main", Started: &no}, {Name: "side", Started: &no}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("side", "9090"))
+			pod := withStartupProbes(livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("side", "9090")))
 			pod.Status.ContainerStatuses = tc.statuses
 			got, skipped := desiredEntries([]corev1.Pod{*pod})
 			if r := render(got); r != tc.want || len(skipped) != 0 {
 				t.Errorf("entries = %q (skipped %v), want %q", r, skipped, tc.want)
+			}
+			// Without startup probes nothing waits.
+			pod = livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("side", "9090"))
+			pod.Status.ContainerStatuses = tc.statuses
+			got, _ = desiredEntries([]corev1.Pod{*pod})
+			if r, all := render(got), "p:main-livenessProbe@main,side-livenessProbe@side"; r != all {
+				t.Errorf("without startup probes: entries = %q, want %q", r, all)
 			}
 		})
 	}
@@ -181,6 +197,7 @@ func TestDesiredEntriesWaitForStarted(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	pod := livenessPod(t, "ns", "p", "n", httpLiveness("main", "http"), httpLiveness("proxy", "9090"))
 	pod.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "busybox", RestartPolicy: &always}}
+	pod = withStartupProbes(pod)
 	pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "proxy", Started: &no}}
 	if got, _ := desiredEntries([]corev1.Pod{*pod}); render(got) != "p:main-livenessProbe@main" {
 		t.Errorf("sidecar not started: entries = %q", render(got))
@@ -231,7 +248,9 @@ func TestLivenessEntriesFollowPods(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
 
-	a := run(t, livenessPod(t, ns, "a", node, httpLiveness("main", "http")))
+	a := livenessPod(t, ns, "a", node, httpLiveness("main", "http"))
+	a.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}}
+	a = run(t, a)
 	poll.Eventually(t, wait, specIs(node, "a:main-livenessProbe@main other:m#idle@main"))
 
 	// The kubelet reports main not started (restarted, startup probe pending): the entry goes,
