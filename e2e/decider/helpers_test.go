@@ -483,6 +483,18 @@ func (l *crrLog) killedAt(ns, name string) time.Time {
 	return time.Time{}
 }
 
+// completedAt is when the log first saw the request ns/name completed.
+func (l *crrLog) completedAt(ns, name string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		if e.crr.Namespace == ns && e.crr.Name == name && e.crr.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted {
+			return e.at
+		}
+	}
+	return time.Time{}
+}
+
 func (l *crrLog) describe(ns string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
