@@ -112,9 +112,11 @@ row-bins: deps-runc-build
 ## on the two-node rig with the real node service killed (kubelet identity, Lease through the heartbeat endpoint).
 ## The rig benchmarks run once per row of the matrix (ROWS), or on ROW=<row> alone.
 bench: deps-rig deps-runc-build
-	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
+	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkMarkerScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
 		-benchtime 1x -timeout 40m ./cluster/decider/
+	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkMarkerScale$$' \
+		-benchtime 1x -timeout 40m ./cluster/controller/nodepodprobe/
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkNodeServiceSilence$$' \
 		-benchtime 1x ./cluster/controller/heartbeat/
 	@if [ "$$(id -u)" != 0 ]; then echo "bench: rig benchmarks skipped, they need root"; exit 0; fi; \
