@@ -146,7 +146,18 @@ func TestGameServerLifecycle(t *testing.T) {
 	}
 	poll.Eventually(t, wait, podIs("true", "-10", "True", true))
 
-	// Steady state: a lastProbeTime refresh by the node service writes nothing anywhere.
+	// Steady state: a lastProbeTime refresh by the node service writes nothing anywhere. The
+	// marker's status follows pod and NodePodProbe changes a second late (folded): let it settle.
+	poll.Eventually(t, wait, func() error {
+		m := &v1alpha1.PodProbeMarker{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(marker), m); err != nil {
+			return err
+		}
+		if m.Status.ObservedGeneration != m.Generation || m.Status.MatchedPods != 1 {
+			return fmt.Errorf("marker status %+v, generation %d", m.Status, m.Generation)
+		}
+		return nil
+	})
 	time.Sleep(300 * time.Millisecond)
 	mark := env.Writes.Len()
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node.Name}, npp); err != nil {

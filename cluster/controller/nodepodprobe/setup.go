@@ -15,9 +15,12 @@ package nodepodprobe
 import (
 	"context"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,13 +116,46 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
 		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToMarkers(c)),
+		Watches(&corev1.Pod{}, delayed(podToMarkers(c), statusDelay),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
-		Watches(&v1alpha1.NodePodProbe{}, handler.EnqueueRequestsFromMapFunc(nppToMarkers),
+		Watches(&v1alpha1.NodePodProbe{}, delayed(nppToMarkers, statusDelay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(&statusReconciler{hold: o.hold, client: c, left: left})
+}
+
+// statusDelay is how long a pod or NodePodProbe change waits before the status of its markers is
+// recomputed. A recompute reads every pod of the marker's namespace and every NodePodProbe that
+// holds the marker, and a marker placed on thousands of nodes sees thousands of such changes in a
+// few seconds: the queue keeps one entry per marker, so waiting folds them into one recompute per
+// marker and delay instead of one per change (BenchmarkMarkerScale). The marker's own changes are
+// not delayed.
+const statusDelay = time.Second
+
+// delayed enqueues what fn maps an object to (both objects of an update) after d.
+func delayed(fn handler.MapFunc, d time.Duration) handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			for _, req := range fn(ctx, o) {
+				q.AddAfter(req, d)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+	}
 }
 
 // nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only
@@ -151,8 +187,9 @@ func markerToNodes(c client.Client) handler.MapFunc {
 		nodes := map[string]bool{}
 		var pods corev1.PodList
 		if err := c.List(ctx, &pods, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
+			sel := nppspec.MarkerSelector(m)
 			for i := range pods.Items {
-				if n := pods.Items[i].Spec.NodeName; n != "" && nppspec.SelectorMatches(m, &pods.Items[i]) {
+				if n := pods.Items[i].Spec.NodeName; n != "" && sel.Matches(labels.Set(pods.Items[i].Labels)) {
 					nodes[n] = true
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -76,9 +77,10 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	var matched int64
 	byNode := map[string][]*corev1.Pod{}
+	sel := nppspec.MarkerSelector(m)
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if nppspec.Probeable(pod) && selects(m, pod) {
+		if nppspec.Probeable(pod) && sel.Matches(labels.Set(pod.Labels)) {
 			matched++
 			byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
 		}

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -245,8 +246,9 @@ func markerToPods(c client.Client) handler.MapFunc {
 			return nil
 		}
 		var reqs []reconcile.Request
+		sel := nppspec.MarkerSelector(m)
 		for i := range pods.Items {
-			if nppspec.SelectorMatches(m, &pods.Items[i]) {
+			if sel.Matches(labels.Set(pods.Items[i].Labels)) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
 			}
 		}

@@ -113,17 +113,23 @@ func PodsOnNode(ctx context.Context, r client.Reader, node string) ([]corev1.Pod
 }
 
 // SelectorMatches reports whether m's selector matches pod (same namespace), whether or not m is
-// being deleted. A nil, empty or invalid selector matches nothing: validation rejects them, and
-// an empty one would otherwise match every pod of the namespace.
+// being deleted. A loop over many pods parses the selector once with MarkerSelector instead.
 func SelectorMatches(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) bool {
-	if m.Namespace != pod.Namespace || m.Spec.Selector == nil {
-		return false
+	return m.Namespace == pod.Namespace && MarkerSelector(m).Matches(labels.Set(pod.Labels))
+}
+
+// MarkerSelector is m's pod selector (pods of m's namespace only). A nil, empty or invalid selector
+// matches nothing: validation rejects them, and an empty one would otherwise match every pod of
+// the namespace.
+func MarkerSelector(m *v1alpha1.PodProbeMarker) labels.Selector {
+	if m.Spec.Selector == nil {
+		return labels.Nothing()
 	}
 	sel, err := metav1.LabelSelectorAsSelector(m.Spec.Selector)
 	if err != nil || sel.Empty() {
-		return false
+		return labels.Nothing()
 	}
-	return sel.Matches(labels.Set(pod.Labels))
+	return sel
 }
 
 // CheckProbe returns why the NodePodProbe admission or the node service would refuse probe (after
