@@ -383,8 +383,8 @@ func TestTargetSelection(t *testing.T) {
 		{"httpGet host localhost", pod, httpGet("localhost"), "127.0.0.1:8080"},
 		{"tcpSocket host ::1", pod, tcp("::1"), "[::1]:8080"},
 		{"hostNetwork without host: its IP", hostNet, tcp(""), "192.168.1.5:8080"},
-		{"hostNetwork loopback: the node's, refused", hostNet, httpGet("127.0.0.1"), ""},
-		{"hostNetwork localhost: refused", hostNet, tcp("localhost"), ""},
+		{"hostNetwork loopback: the pod's, which is the node's", hostNet, httpGet("127.0.0.1"), "127.0.0.1:8080"},
+		{"hostNetwork localhost", hostNet, tcp("localhost"), "127.0.0.1:8080"},
 		{"no pod IP: refused, not loopback", PodRef{}, httpGet(""), ""},
 		{"no pod IP, hostNetwork: refused", PodRef{HostNetwork: true}, tcp(""), ""},
 		{"another host", pod, httpGet("10.1.2.4"), ""},
@@ -436,8 +436,9 @@ func TestProbeHost(t *testing.T) {
 		{PodRef{}, "", ""}, // no IP: refused, never loopback instead
 		{PodRef{}, "127.0.0.1", "127.0.0.1"},
 		{hostNet, "", "192.168.1.5"},
-		{hostNet, "127.0.0.1", ""}, // the node's loopback
-		{hostNet, "localhost", ""},
+		{hostNet, "127.0.0.1", "127.0.0.1"}, // the pod's loopback, which is the node's
+		{hostNet, "localhost", "127.0.0.1"},
+		{hostNet, "10.1.2.3", ""}, // another address of the node is still refused
 		{PodRef{HostNetwork: true}, "", ""},
 	}
 	for _, tc := range cases {

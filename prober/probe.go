@@ -108,14 +108,13 @@ func Address(pod PodRef, host string, port intstr.IntOrString, ports map[string]
 
 // probeHost returns where a network probe connects, the kubelet's way: the pod IP. Only a host
 // field that names loopback (127.0.0.1, ::1, localhost) makes it the pod's own loopback, which
-// the Network dials inside the pod's network namespace; a hostNetwork pod's loopback is the
-// node's, so it is refused. Any other host, or a pod without an IP, is refused here too, not
-// only by admission, so a NodePodProbe written directly cannot point probes elsewhere.
+// the Network dials inside the pod's network namespace. A hostNetwork pod's network namespace is
+// the node's, so its loopback is the node's: what the pod's own processes, and whoever may
+// port-forward to it, reach already (admission decides who may name it). Any other host, or a pod
+// without an IP, is refused here too, not only by admission, so a NodePodProbe written directly
+// cannot point probes elsewhere.
 func probeHost(pod PodRef, host string) (string, error) {
 	if loopback, ok := loopbackOf(host); ok {
-		if pod.HostNetwork {
-			return "", fmt.Errorf("%w: probe host %q: the loopback of a hostNetwork pod is the node's", ErrRefused, host)
-		}
 		return loopback, nil
 	}
 	if pod.IP == "" {

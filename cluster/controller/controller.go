@@ -7,6 +7,7 @@
 //   - podstatus: NodePodProbe results of marker probes → pod conditions, labels, annotations.
 //   - liveness: enhanced-liveness pods → their probes in their node's NodePodProbe.
 //   - crr: ContainerRecreateRequest lifecycle (pod readiness, deadlines, pick-up timeout, TTL).
+//   - podready: the KruisePodReady condition, True, for pods with the readiness gate.
 //   - heartbeat: node service Leases → which node services are silent, recorded on their
 //     NodePodProbes; the Leases of deleted nodes.
 //
@@ -25,6 +26,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
+	"github.com/probeshim/probeshim/cluster/controller/podready"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 )
 
@@ -71,6 +73,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	var status []podstatus.Option
 	var live []liveness.Option
 	var recreate []crr.Option
+	var ready []podready.Option
 	if o.holdProbe != nil {
 		npp = append(npp, nodepodprobe.WithHold(o.holdProbe))
 		status = append(status, podstatus.WithHold(o.holdProbe))
@@ -91,6 +94,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		status = append(status, podstatus.WithWorkers(o.workers))
 		live = append(live, liveness.WithWorkers(o.workers))
 		recreate = append(recreate, crr.WithWorkers(o.workers))
+		ready = append(ready, podready.WithWorkers(o.workers))
 	}
 	if o.budget > 0 {
 		npp = append(npp, nodepodprobe.WithNodeBudget(o.budget))
@@ -108,6 +112,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if err := crr.SetupWithManager(mgr, recreate...); err != nil {
 		return fmt.Errorf("setting up the ContainerRecreateRequest lifecycle controller: %w", err)
+	}
+	if err := podready.SetupWithManager(mgr, ready...); err != nil {
+		return fmt.Errorf("setting up the KruisePodReady controller: %w", err)
 	}
 	if err := heartbeat.SetupWithManager(mgr, o.heartbeat); err != nil {
 		return fmt.Errorf("setting up the node service heartbeat controller: %w", err)

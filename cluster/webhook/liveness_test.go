@@ -256,4 +256,14 @@ func TestLivenessMutatorLoopbackNeedsPortForward(t *testing.T) {
 	if resp := (LivenessMutator{Reviewer: r}).Handle(context.Background(), req(podIP)); !resp.Allowed || len(r.got) != 0 {
 		t.Errorf("a probe of the pod IP needs no review: %+v, %d reviews", resp.Result, len(r.got))
 	}
+
+	// A hostNetwork pod's loopback is the node's, which the pod's processes reach already: the
+	// same check, and admitted with it, as the kubelet runs such a probe.
+	hostNet := strings.Replace(pod, `"spec":{`, `"spec":{"hostNetwork":true,`, 1)
+	if resp := (LivenessMutator{Reviewer: &fakeReviewer{}}).Handle(context.Background(), req(hostNet)); resp.Allowed {
+		t.Error("hostNetwork pod without pods/portforward: admitted")
+	}
+	if resp := (LivenessMutator{Reviewer: &fakeReviewer{allowed: true}}).Handle(context.Background(), req(hostNet)); !resp.Allowed {
+		t.Errorf("hostNetwork pod with pods/portforward: %+v", resp.Result)
+	}
 }

@@ -11,8 +11,10 @@ import (
 
 // Paths the handlers are served on; the webhook configurations in cluster/deploy name them.
 const (
-	PathPodLiveness    = "/mutate-pod-enhanced-liveness"
-	PathPodProbeMarker = "/validate-podprobemarker"
+	PathPodLiveness = "/mutate-pod-enhanced-liveness"
+	// PathPodReadinessGate adds the KruisePodReady readiness gate to opted-in pods (mutating).
+	PathPodReadinessGate = "/mutate-pod-readiness-gate"
+	PathPodProbeMarker   = "/validate-podprobemarker"
 	// PathPodProbeMarkerDefaults writes the timing defaults into markers (mutating).
 	PathPodProbeMarkerDefaults = "/mutate-podprobemarker"
 	PathNodePodProbe           = "/validate-nodepodprobe"
@@ -43,6 +45,7 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, holds ...
 		h = holds[0]
 	}
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes}})
+	srv.Register(PathPodReadinessGate, &admission.Webhook{Handler: ReadinessGateMutator{}})
 	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})

@@ -74,6 +74,7 @@ func TestCluster(t *testing.T) {
 		t.Run("exec probe marks the pod", s.testExecMarks)
 		t.Run("tcpSocket probe", s.testTCP)
 		t.Run("httpGet probe", s.testHTTP)
+		t.Run("hostNetwork loopback", s.testHostNetworkLoopback)
 		t.Run("message changes while the state does not", s.testMessageOnly)
 		t.Run("scaling keeps NodePodProbe exact", s.testScale)
 		t.Run("deleting markers leaves nothing behind", s.testDeleteMarkers)
@@ -175,6 +176,27 @@ func (s *suite) testHTTP(t *testing.T) {
 
 	s.exec(t, ns, pod.Name, "web", "localhttp-server", "set", "200")
 	s.waitPod(t, pod, "healthy again", waitMarks, all(condIs("api.example.com/healthy", corev1.ConditionTrue, ""), labelIs("api-healthy", "true")))
+}
+
+// A hostNetwork pod's loopback is the node's: a marker naming 127.0.0.1 reaches the pod's server
+// bound there (on a port it declares), dialled in the node's namespace, as the kubelet would.
+func (s *suite) testHostNetworkLoopback(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	const port = 18086 // in the rig's node namespace, used by nothing else
+	web := framework.Command("web", "localhttp-server", "-listen", fmt.Sprintf("127.0.0.1:%d", port))
+	web.Ports = []corev1.ContainerPort{{Name: "admin", ContainerPort: port}}
+	pod := framework.NewPod(ns, "agent", web)
+	pod.Labels = map[string]string{"app": "agent"}
+	pod.Spec.HostNetwork = true
+	pod = s.c.WaitForPodReady(t, s.c.CreatePod(t, pod), waitPodReady)
+	s.createMarker(t, newMarker(ns, "lo", map[string]string{"app": "agent"}, v1alpha1.PodContainerProbe{
+		Name: "admin", ContainerName: "web", PodConditionType: "agent.example.com/admin",
+		Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/healthz", Port: intstr.FromString("admin")}}),
+	}))
+	s.waitPod(t, pod, "healthy", waitMarks, condIs("agent.example.com/admin", corev1.ConditionTrue, ""))
+	s.exec(t, ns, pod.Name, "web", "localhttp-server", "set", "-listen", fmt.Sprintf("127.0.0.1:%d", port), "503")
+	s.waitPod(t, pod, "unhealthy", waitMarks, condIs("agent.example.com/admin", corev1.ConditionFalse, "503"))
 }
 
 // A probe whose output changes while it keeps succeeding: the condition's message follows, its

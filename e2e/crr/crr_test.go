@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -70,6 +69,7 @@ func TestContainerRecreateRequest(t *testing.T) {
 		t.Run("postStart", s.postStart)
 		t.Run("preStop", s.preStop)
 		t.Run("unready", s.unready)
+		t.Run("injected gate", s.injectedGate)
 		t.Run("force", s.force)
 		t.Run("two requests", s.twoRequests)
 	})
@@ -420,29 +420,7 @@ func (s *suite) unready(t *testing.T) {
 	pod = s.c.WaitForPodReady(t, pod, time.Minute)
 	b1 := status(pod, "b").ContainerID
 
-	// Watch the pod's readiness from now on.
-	var mu sync.Mutex
-	var unreadyAt, readyAgainAt time.Time
-	ctx, stop := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for ctx.Err() == nil {
-			if p, err := s.c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
-				mu.Lock()
-				ready := framework.PodReady(p) && framework.PodCondition(p, kruisePodReady) == corev1.ConditionTrue
-				if !ready && unreadyAt.IsZero() {
-					unreadyAt = time.Now()
-				}
-				if ready && !unreadyAt.IsZero() && readyAgainAt.IsZero() {
-					readyAgainAt = time.Now()
-				}
-				mu.Unlock()
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}()
-	defer func() { stop(); <-watched }()
+	readiness := s.watchReadiness(t, pod)
 
 	crr := s.create(t, pod, "drain", []string{"b"}, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
 		st.TerminationGracePeriodSeconds = ptr.To[int64](3)
@@ -456,9 +434,7 @@ func (s *suite) unready(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
+	unreadyAt, readyAgainAt := readiness()
 	if unreadyAt.IsZero() || !unreadyAt.Before(stopped) {
 		t.Fatalf("the pod was not made not ready before b stopped (not ready at %v, stopped at %v)", unreadyAt, stopped)
 	}
@@ -469,6 +445,43 @@ func (s *suite) unready(t *testing.T) {
 	}
 	if readyAgainAt.IsZero() || readyAgainAt.Before(stopped) {
 		t.Errorf("ready again at %v, b stopped at %v", readyAgainAt, stopped)
+	}
+}
+
+// watchReadiness polls pod's readiness (Ready and KruisePodReady both True) from now on until the
+// returned function is called; that looks once more and returns when the pod first went not
+// ready and when it was ready again after that (zero when not seen).
+func (s *suite) watchReadiness(t *testing.T, pod *corev1.Pod) func() (unreadyAt, readyAgainAt time.Time) {
+	var unreadyAt, readyAgainAt time.Time
+	look := func(ctx context.Context) {
+		if p, err := s.c.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+			ready := framework.PodReady(p) && framework.PodCondition(p, kruisePodReady) == corev1.ConditionTrue
+			if !ready && unreadyAt.IsZero() {
+				unreadyAt = time.Now()
+			}
+			if ready && !unreadyAt.IsZero() && readyAgainAt.IsZero() {
+				readyAgainAt = time.Now()
+			}
+		}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ctx.Err() == nil {
+			look(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-watched })
+	return func() (time.Time, time.Time) {
+		stop()
+		<-watched
+		look(framework.Context(t, 10*time.Second))
+		return unreadyAt, readyAgainAt
 	}
 }
 

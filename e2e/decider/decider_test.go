@@ -88,6 +88,7 @@ func TestDecider(t *testing.T) {
 		t.Run("disruption budget", s.testBudget)
 		t.Run("opt-outs", s.testOptOuts)
 		t.Run("keeps failing", s.testBackoff)
+		t.Run("startup hold", s.testStartupHold)
 	})
 	t.Run("global switch off", s.testSwitchOff)
 	t.Run("invalid config", s.testInvalidConfig)

@@ -66,10 +66,11 @@ func NewNetwork(resolve Resolver) *Network {
 
 var _ prober.Network = (*Network)(nil)
 
-// DialerFor returns a Dialer that reaches only the pod: pod.IP, and for a pod
-// with a network namespace of its own its loopback, dialled inside that
-// namespace. A hostNetwork pod's loopback is the node's, so it is never
-// dialled. An empty pod IP, or one that is not the pod's, is refused.
+// DialerFor returns a Dialer that reaches only the pod: pod.IP and its
+// loopback, dialled inside the pod's network namespace. A hostNetwork pod's
+// namespace is the node's: its IP must be an address of this node, and its
+// loopback is the node's, which its own processes reach too (admission decides
+// who may name it). An empty pod IP, or one that is not the pod's, is refused.
 func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
 	if pod.IP == "" {
 		return nil, fmt.Errorf("%w: the pod's IP is not known", prober.ErrRefused)
@@ -92,7 +93,7 @@ func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
 	if !slices.Contains(pn.ips, ip) {
 		return nil, fmt.Errorf("%w: IP %s is not pod %s/%s's own; the runtime reports %v", prober.ErrRefused, ip, pod.Namespace, pod.Name, pn.ips)
 	}
-	return podOnly{Dialer: pn.d, ip: ip, loopback: true}, nil
+	return podOnly{Dialer: pn.d, ip: ip}, nil
 }
 
 // podNet returns what is known of the pod's network, resolving it when the
@@ -173,14 +174,13 @@ func interfaceAddrs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// podOnly dials the pod's IP, and its loopback when loopback is set (a pod
-// with a namespace of its own: there loopback is the pod). Anything else is
-// refused: the engine never asks for it, and a Dialer must not be a way to
-// reach what the pod is not.
+// podOnly dials the pod's IP and its loopback (for a hostNetwork pod, the
+// node's: the namespace the pod runs in). Anything else is refused: the engine
+// never asks for it, and a Dialer must not be a way to reach what the pod is
+// not.
 type podOnly struct {
 	*Dialer
-	ip       netip.Addr
-	loopback bool
+	ip netip.Addr
 }
 
 func (d podOnly) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
@@ -190,15 +190,11 @@ func (d podOnly) DialContext(ctx context.Context, network, address string) (net.
 	}
 	a, err := netip.ParseAddr(host)
 	if err == nil {
-		if a = a.Unmap(); a == d.ip || (d.loopback && a.IsLoopback()) {
+		if a = a.Unmap(); a == d.ip || a.IsLoopback() {
 			return d.Dialer.DialContext(ctx, network, address)
 		}
 	}
-	what := "the pod's IP " + d.ip.String()
-	if d.loopback {
-		what += " or its loopback"
-	}
-	return nil, fmt.Errorf("%w: %s is not %s", prober.ErrRefused, address, what)
+	return nil, fmt.Errorf("%w: %s is not the pod's IP %s or its loopback", prober.ErrRefused, address, d.ip)
 }
 
 // Forget closes the pod's namespace handle, if any.

@@ -89,13 +89,27 @@ func TestNetworkTargets(t *testing.T) {
 		})
 	}
 
-	// A hostNetwork pod at this node's address: its IP only, never loopback (the node's).
+	// A hostNetwork pod at this node's address: its IP, and its loopback, which is the node's
+	// (the namespace this test runs in), dialled there; any other address is refused.
 	hd, err := n.DialerFor(prober.PodRef{UID: "host-pod", IP: "192.0.2.10"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hd.DialContext(context.Background(), "tcp", "127.0.0.1:10250"); !errors.Is(err, prober.ErrRefused) {
-		t.Errorf("hostNetwork pod, loopback: %v, want refused", err)
+	nodeLoopback, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, nodeLoopback, "node-loopback")
+	if c, err := hd.DialContext(context.Background(), "tcp", nodeLoopback.Addr().String()); err != nil {
+		t.Errorf("hostNetwork pod, loopback: %v, want the node's loopback", err)
+	} else {
+		if g := readGreeting(t, c); g != "node-loopback" {
+			t.Errorf("hostNetwork pod, loopback reached %q", g)
+		}
+		c.Close()
+	}
+	if _, err := hd.DialContext(context.Background(), "tcp", "192.0.2.11:10250"); !errors.Is(err, prober.ErrRefused) {
+		t.Errorf("hostNetwork pod, another address: %v, want refused", err)
 	}
 	// An unknown IP asks the runtime again, but at most every reresolveAfter.
 	before := resolved.Load()

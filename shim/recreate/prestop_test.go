@@ -101,3 +101,25 @@ func TestPreStopHooks(t *testing.T) {
 		t.Errorf("requests %q", s)
 	}
 }
+
+// A hostNetwork pod's preStop naming 127.0.0.1 goes to its loopback, which is the node's (the
+// kubelet runs such a hook too); the pod's spec wrote it, whose processes reach it already.
+func TestPreStopHostNetworkLoopback(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { got = append(got, r.URL.Path) }))
+	defer srv.Close()
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	pod := &corev1.Pod{}
+	pod.UID, pod.Namespace, pod.Name = "uid-1", "ns", "agent"
+	pod.Spec.HostNetwork = true
+	pod.Status.PodIP = "192.0.2.10" // the node's address; not where the hook goes
+	n := &network{}
+	hook := v1alpha1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Host: "127.0.0.1", Path: "/drain", Port: intstr.FromInt(port)}}
+	if err := runPreStop(context.Background(), nil, n, pod, &hook, nil, "id", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "/drain" || len(n.pods) != 1 || !n.pods[0].HostNetwork {
+		t.Errorf("requests %q, dialers for %+v", got, n.pods)
+	}
+}

@@ -54,7 +54,7 @@ const ControllerName = "containerrecreaterequest"
 
 const (
 	// ConditionKruisePodReady is the readiness gate through which pods are made not ready.
-	ConditionKruisePodReady corev1.PodConditionType = "KruisePodReady"
+	ConditionKruisePodReady = v1alpha1.PodConditionKruisePodReady
 	// readinessUserAgent names this controller among the holders of KruisePodReady.
 	readinessUserAgent = "ContainerRecreateRequest"
 	// DefaultPickupTimeout is how long a node may take to start on a request.
@@ -398,7 +398,7 @@ func (r *reconciler) setHolders(ctx context.Context, pod *corev1.Pod, keys []str
 		}
 	}
 	if cond == nil && len(keys) == 0 {
-		return nil // never held by us; the pod's owner sets it
+		return nil // never held by us; cluster/controller/podready (or OpenKruise) creates it True
 	}
 	for _, k := range keys {
 		want = append(want, holder{UserAgent: readinessUserAgent, Key: k})

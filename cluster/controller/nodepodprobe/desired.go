@@ -33,8 +33,7 @@ func selects(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) bool {
 // markerProbes returns the NodePodProbe probes of marker m for pod, named "<marker>#<probe>" with
 // named ports resolved, and the probes it had to skip: no such container, an unknown port name,
 // a probe the NodePodProbe admission would refuse (e.g. a marker written before the webhook
-// ran), or a network probe of a hostNetwork pod to loopback or to a port the pod does not
-// declare. The caller checks that m selects the pod.
+// ran), or a network probe of a hostNetwork pod to a port the pod does not declare. The caller checks that m selects the pod.
 func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.ContainerProbe, []skip) {
 	var out []v1alpha1.ContainerProbe
 	var skipped []skip

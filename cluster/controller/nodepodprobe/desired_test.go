@@ -123,7 +123,7 @@ func TestDesiredEntries(t *testing.T) {
 			}(),
 			want:  "a(10.1.0.1):m#ok@main",
 			skips: []string{`m/meta/a: spec.probes[0].probe.httpGet.host: Forbidden: ` + hostForbiddenText(t)}},
-		{name: "hostNetwork pod: declared ports only, never loopback",
+		{name: "hostNetwork pod: declared ports only, at its IP or its loopback",
 			pods: func() []corev1.Pod {
 				p := testPod("h", web)
 				p.Spec.HostNetwork = true
@@ -134,12 +134,15 @@ func TestDesiredEntries(t *testing.T) {
 				kubelet.Probe.HTTPGet.Port = intstr.FromInt32(10250)
 				lo := httpProbe("lo", "http")
 				lo.Probe.HTTPGet.Host = "127.0.0.1"
-				return []v1alpha1.PodProbeMarker{testMarker("m", web, httpProbe("web", "http"), kubelet, lo, execProbe("ok", "main"))}
+				loKubelet := httpProbe("lo-kubelet", "http")
+				loKubelet.Probe.HTTPGet.Host = "127.0.0.1"
+				loKubelet.Probe.HTTPGet.Port = intstr.FromInt32(10248)
+				return []v1alpha1.PodProbeMarker{testMarker("m", web, httpProbe("web", "http"), kubelet, lo, loKubelet, execProbe("ok", "main"))}
 			}(),
-			want: "h(10.1.0.1):m#ok@main,m#web@main",
+			want: "h(10.1.0.1):m#lo@main,m#ok@main,m#web@main",
 			skips: []string{
 				"m/kubelet/h: pod h uses the host network: a marker probe may only go to a port the pod declares in a containerPort, and 10250 is not one",
-				"m/lo/h: pod h uses the host network, whose loopback is the node's: probes of it may not name 127.0.0.1 or localhost"}},
+				"m/lo-kubelet/h: pod h uses the host network: a marker probe may only go to a port the pod declares in a containerPort, and 10248 is not one"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, skipped := desiredEntries(tc.pods, tc.markers)

@@ -6,21 +6,17 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
 
 // CheckHostNetwork returns why a marker's network probe (after ResolvePorts) may not go to pod,
 // or nil. A hostNetwork pod shares the node's network: its IP is the node's, and every port
 // there is a port of the node. So a marker probe of such a pod goes only to a port the pod
-// declares (a containerPort of any of its containers), and never to loopback, which is the
-// node's own (the node service refuses that too).
+// declares (a containerPort of any of its containers), at its IP or, when the probe names it,
+// at its loopback, which is the node's: the pod's own processes reach it, and so does whoever
+// may port-forward to the pod, which admission checks before a marker may name loopback.
 func CheckHostNetwork(probe *corev1.Probe, pod *corev1.Pod) error {
 	if !pod.Spec.HostNetwork {
 		return nil
-	}
-	if validation.NamesLoopback(&probe.ProbeHandler) {
-		return fmt.Errorf("pod %s uses the host network, whose loopback is the node's: probes of it may not name 127.0.0.1 or localhost", pod.Name)
 	}
 	var port int32
 	switch {
