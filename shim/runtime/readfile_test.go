@@ -27,7 +27,8 @@ func TestFSCredsOf(t *testing.T) {
 			User: specs.User{UID: 1000, GID: 2000, AdditionalGids: []uint32{2000, 3000}}}},
 			want: inroot.Creds{UID: 1000, GID: 2000, Groups: []uint32{2000, 3000}}},
 		{name: "root with the default capabilities", spec: specs.Spec{Process: &specs.Process{
-			Capabilities: caps("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")}}},
+			Capabilities: caps("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")}},
+			want: inroot.Creds{NoDACReadSearch: true}}, // CAP_DAC_OVERRIDE alone reads anything
 		{name: "root with capabilities dropped", spec: specs.Spec{Process: &specs.Process{Capabilities: caps()}},
 			want: inroot.Creds{NoDACOverride: true, NoDACReadSearch: true}},
 		{name: "user namespace", spec: specs.Spec{
