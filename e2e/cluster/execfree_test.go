@@ -103,4 +103,3 @@ func (s *suite) stopContainer(t *testing.T, pod *corev1.Pod, name string) {
 		t.Fatal(err)
 	}
 }
-

@@ -109,7 +109,7 @@ func readAs(root *os.File, path string, limit int) ([]byte, error) {
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
-	defer unix.Close(fd) //nolint:errcheck // an O_PATH descriptor: nothing to flush
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", path, err)
@@ -128,7 +128,7 @@ func readAs(root *os.File, path string, limit int) ([]byte, error) {
 		return nil, &Error{Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(rfd), path)
-	defer f.Close() //nolint:errcheck // read only
+	defer f.Close()
 	b := make([]byte, 0, min(limit, max(int(st.Size), 0)+1, 64<<10))
 	b, err = readUpTo(f, b, limit)
 	if err != nil {
@@ -228,8 +228,10 @@ func restore(s identity) error {
 	if s.groups != nil {
 		if err := setgroups(s.groups); err != nil {
 			errs = append(errs, fmt.Errorf("restore groups: %w", err))
-		} else if now, err := getgroups(); err != nil || !equalGroups(now, s.groups) {
-			errs = append(errs, fmt.Errorf("restore groups: now %v, want %v (%v)", now, s.groups, err))
+		} else if now, err := getgroups(); err != nil {
+			errs = append(errs, fmt.Errorf("restore groups: %w", err))
+		} else if !equalGroups(now, s.groups) {
+			errs = append(errs, fmt.Errorf("restore groups: now %v, want %v", now, s.groups))
 		}
 	} else {
 		errs = append(errs, errors.New("groups unknown"))
@@ -305,7 +307,7 @@ func OpenProcRoot(pid int, startTime uint64) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
-	defer unix.Close(dfd) //nolint:errcheck // an O_PATH descriptor
+	defer unix.Close(dfd)
 	if startTime != 0 {
 		// Read through the directory just opened: if the process is gone, this fails (ESRCH)
 		// rather than read a newer process of the same pid.
@@ -331,7 +333,7 @@ func StartTime(pid int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer unix.Close(dfd) //nolint:errcheck // an O_PATH descriptor
+	defer unix.Close(dfd)
 	return startTimeAt(dfd)
 }
 
@@ -341,7 +343,7 @@ func startTimeAt(procDir int) (uint64, error) {
 		return 0, err
 	}
 	f := os.NewFile(uintptr(fd), "stat")
-	defer f.Close() //nolint:errcheck // read only
+	defer f.Close()
 	b, err := readUpTo(f, make([]byte, 0, 1024), 4096)
 	if err != nil {
 		return 0, err

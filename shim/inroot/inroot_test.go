@@ -240,3 +240,28 @@ func TestOpenProcRoot(t *testing.T) {
 		t.Fatalf("no such process: %v", err)
 	}
 }
+
+// BenchmarkReadFile is the cost of one exec-free probe's read: switch the thread to the user,
+// resolve and open in the root, read, switch back.
+func BenchmarkReadFile(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: the reading thread changes its file-system IDs")
+	}
+	dir := b.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "idle"), []byte("no players\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	root, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	for b.Loop() {
+		if _, err := ReadFile(root, "/idle", user, limit); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 	select {
 	case c.reads <- struct{}{}:
 	default:
-		root.Close() //nolint:errcheck // an O_PATH descriptor
+		root.Close()
 		return nil, fmt.Errorf("%w: %d earlier file reads have not returned", prober.ErrExecTimeout, maxReadsInFlight)
 	}
 	type result struct {
@@ -61,7 +61,7 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 	resc := make(chan result, 1)
 	go func() {
 		defer func() { <-c.reads }()
-		defer root.Close() //nolint:errcheck // an O_PATH descriptor
+		defer root.Close()
 		b, err := inroot.ReadFile(root, path, tgt.fsCreds, limit)
 		resc <- result{b, err}
 	}()
