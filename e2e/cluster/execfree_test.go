@@ -103,3 +103,26 @@ func (s *suite) stopContainer(t *testing.T, pod *corev1.Pod, name string) {
 		t.Fatal(err)
 	}
 }
+
+// An exec-free probe reads as the container's user: a file of its own is read, one whose mode
+// shuts its owner out is not, as cat run by that user could not (the node service itself, root,
+// could read both).
+func (s *suite) testExecFreeUser(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	main := framework.Command("main", "/bin/sh", "-c",
+		"echo mine > /tmp/mine; echo locked > /tmp/locked; chmod 000 /tmp/locked; exec /bin/sleep 1000000")
+	uid := int64(1000)
+	main.SecurityContext = &corev1.SecurityContext{RunAsUser: &uid, RunAsGroup: &uid}
+	pod := s.runPod(t, ns, "gs-user", map[string]string{"app": "gs-user"}, main)
+	m := newMarker(ns, "files", map[string]string{"app": "gs-user"},
+		v1alpha1.PodContainerProbe{Name: "mine", ContainerName: "main", PodConditionType: "game.example.com/mine",
+			Probe: probe(execHandler("cat", "/tmp/mine"))},
+		v1alpha1.PodContainerProbe{Name: "locked", ContainerName: "main", PodConditionType: "game.example.com/locked",
+			Probe: probe(execHandler("cat", "/tmp/locked"))})
+	m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: "true"}
+	s.createMarker(t, m)
+	s.waitPod(t, pod, "the user's file read, the locked one refused", waitMarks, all(
+		condIs("game.example.com/mine", corev1.ConditionTrue, "mine"),
+		condIs("game.example.com/locked", corev1.ConditionFalse, "cat: /tmp/locked: Permission denied")))
+}
