@@ -103,7 +103,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToNodes(c)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(markerChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(nodes)
 	if err != nil {
@@ -112,7 +112,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
-		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(markerChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToMarkers(c)),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, handler.EnqueueRequestsFromMapFunc(nppToMarkers),
@@ -120,6 +120,19 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(&statusReconciler{hold: o.hold, client: c, left: left})
+}
+
+// markerChanged passes marker creations, deletions, spec changes and changes of the exec-free
+// annotation, which changes the NodePodProbe entries without a new generation.
+func markerChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil && v1alpha1.ExecFree(e.ObjectOld) != v1alpha1.ExecFree(e.ObjectNew)
+		},
+	})
 }
 
 // nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only
