@@ -122,6 +122,9 @@ func (s *suite) testExecFreeUser(t *testing.T) {
 			Probe: probe(execHandler("cat", "/tmp/locked"))})
 	m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: "true"}
 	s.createMarker(t, m)
+	if p := s.waitNPPProbe(t, pod, "files#locked"); !p.ExecFree {
+		t.Fatalf("NodePodProbe probe files#locked = %+v, want execFree", p)
+	}
 	s.waitPod(t, pod, "the user's file read, the locked one refused", waitMarks, all(
 		condIs("game.example.com/mine", corev1.ConditionTrue, "mine"),
 		condIs("game.example.com/locked", corev1.ConditionFalse, "cat: /tmp/locked: Permission denied")))
