@@ -83,7 +83,7 @@ func TestFileProbeTimeoutBackstop(t *testing.T) {
 	files := &fakeFiles{hook: func(ctx context.Context) { <-ctx.Done() }, err: context.DeadlineExceeded}
 	h := newHarness(t, WithFileReader(files))
 	h.m.execGrace = 10 * time.Millisecond
-	r, msg, err := h.m.probeFile(context.Background(), "c1", "/tmp/idle", time.Millisecond)
+	r, msg, err := h.m.probeFile(context.Background(), "c1", "/tmp/idle", []string{"cat", "/tmp/idle"}, time.Millisecond)
 	if err != nil || r != Failure || !strings.Contains(msg, "timed out") {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
@@ -120,5 +120,19 @@ func TestFileProbeSpecChange(t *testing.T) {
 	cfg := h.m.workers[d.Key].cfg.Load()
 	if cfg == old || cfg.readFile != "/tmp/idle" || cfg.gen == old.gen {
 		t.Fatalf("config after the switch: readFile %q gen %d (was %d)", cfg.readFile, cfg.gen, old.gen)
+	}
+}
+
+// A reader that cannot read as the container's user here hands the probe back to the exec.
+func TestFileProbeUnsupportedRunsTheCommand(t *testing.T) {
+	files := &fakeFiles{err: fmt.Errorf("%w: no CAP_SETUID", ErrReadUnsupported)}
+	h := newHarness(t, WithFileReader(files))
+	h.exec.push(outOf(0, "ran"))
+	r, msg, err := runOnce(t, h.m, catProbe("/tmp/idle"))
+	if err != nil || r != Success || msg != "ran" {
+		t.Fatalf("got %v %q %v, want the exec's result", r, msg, err)
+	}
+	if got := h.exec.last().cmd; len(got) != 2 || got[0] != "cat" || got[1] != "/tmp/idle" {
+		t.Fatalf("ran %q, want the probe's command", got)
 	}
 }

@@ -109,6 +109,11 @@ type Execer interface {
 // as its message. Every other error is a probe error and is discarded.
 var ErrFileUnreadable = errors.New("file unreadable")
 
+// ErrReadUnsupported is wrapped by a FileReader error that says it cannot
+// read files as a container's user here (e.g. the process lacks the
+// privileges); the engine then runs the probe's command instead.
+var ErrReadUnsupported = errors.New("exec-free read not supported here")
+
 // FileReader reads a file inside a container, resolved within the
 // container's root and as the container's user, without starting a process
 // there; it is called concurrently. It returns at most limit bytes. After

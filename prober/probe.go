@@ -39,7 +39,7 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 	}
 	if h.Exec != nil {
 		if cfg.readFile != "" && m.files != nil {
-			return m.probeFile(ctx, containerID, cfg.readFile, timeout)
+			return m.probeFile(ctx, containerID, cfg.readFile, h.Exec.Command, timeout)
 		}
 		return m.probeExec(ctx, containerID, h.Exec.Command, timeout)
 	}

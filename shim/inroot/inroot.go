@@ -52,6 +52,11 @@ func (e *Error) Error() string { return "cat: " + e.Path + ": " + reason(e.Err) 
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ErrNotPermitted: the service may not take the user's identity or open the container's root
+// (it lacks CAP_SETUID, CAP_SETGID or CAP_SYS_PTRACE, or a seccomp filter refuses setfsuid,
+// setgroups or capset). Nothing was read.
+var ErrNotPermitted = errors.New("not permitted to read as the container's user")
+
 // ErrNotRegular: the path names something other than a regular file or a directory (a FIFO,
 // socket or device), which is never opened.
 var ErrNotRegular = errors.New("not a regular file")
@@ -182,10 +187,14 @@ func become(c Creds) (identity, error) {
 		return identity{fsuid: saved.fsuid, fsgid: saved.fsgid, groups: nil}, err
 	}
 	saved.groups = groups
+	if saved.fsuid < 0 || saved.fsgid < 0 {
+		// -EPERM: a seccomp filter refuses the calls; nothing was changed.
+		return saved, fmt.Errorf("%w: setfsuid/setfsgid refused", ErrNotPermitted)
+	}
 	if c.UID == 0 && (c.NoDACOverride || c.NoDACReadSearch) {
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		if err := unix.Capget(&hdr, &saved.caps[0]); err != nil {
-			return saved, fmt.Errorf("capget: %w", err)
+			return saved, fmt.Errorf("%w: capget: %w", ErrNotPermitted, err)
 		}
 		caps := saved.caps
 		if c.NoDACOverride {
@@ -194,22 +203,23 @@ func become(c Creds) (identity, error) {
 		if c.NoDACReadSearch {
 			caps[0].Effective &^= 1 << unix.CAP_DAC_READ_SEARCH
 		}
-		saved.capsChanged = true
 		if err := unix.Capset(&hdr, &caps[0]); err != nil {
-			return saved, fmt.Errorf("capset: %w", err)
+			return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
 		}
+		saved.capsChanged = true
 	}
 	if err := setgroups(c.Groups); err != nil {
-		return saved, fmt.Errorf("setgroups: %w", err)
+		return saved, fmt.Errorf("%w: setgroups: %w", ErrNotPermitted, err)
 	}
 	// The GID first: once the UID is not 0, the thread may lack the capability to change it.
+	// Without CAP_SETGID / CAP_SETUID the calls change nothing, silently.
 	setfsgid(int(c.GID))
 	if got := setfsgid(-1); got != int(c.GID) {
-		return saved, fmt.Errorf("setfsgid %d: still %d", c.GID, got)
+		return saved, fmt.Errorf("%w: setfsgid %d: still %d", ErrNotPermitted, c.GID, got)
 	}
 	setfsuid(int(c.UID))
 	if got := setfsuid(-1); got != int(c.UID) {
-		return saved, fmt.Errorf("setfsuid %d: still %d", c.UID, got)
+		return saved, fmt.Errorf("%w: setfsuid %d: still %d", ErrNotPermitted, c.UID, got)
 	}
 	return saved, nil
 }
@@ -226,11 +236,16 @@ func restore(s identity) error {
 		errs = append(errs, fmt.Errorf("restore fsgid %d: still %d", s.fsgid, got))
 	}
 	if s.groups != nil {
-		if err := setgroups(s.groups); err != nil {
+		now, err := getgroups()
+		if err == nil && !equalGroups(now, s.groups) {
+			if err = setgroups(s.groups); err == nil {
+				now, err = getgroups()
+			}
+		}
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("restore groups: %w", err))
-		} else if now, err := getgroups(); err != nil {
-			errs = append(errs, fmt.Errorf("restore groups: %w", err))
-		} else if !equalGroups(now, s.groups) {
+		case !equalGroups(now, s.groups):
 			errs = append(errs, fmt.Errorf("restore groups: now %v, want %v", now, s.groups))
 		}
 	} else {
@@ -320,6 +335,10 @@ func OpenProcRoot(pid int, startTime uint64) (*os.File, error) {
 		}
 	}
 	rfd, err := unix.Openat(dfd, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		// A process of another user, or with capabilities the service lacks: CAP_SYS_PTRACE.
+		return nil, fmt.Errorf("%w: open %s/root: %w", ErrNotPermitted, dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s/root: %w", dir, err)
 	}

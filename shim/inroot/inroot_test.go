@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -263,5 +264,39 @@ func BenchmarkReadFile(b *testing.B) {
 		if _, err := ReadFile(root, "/idle", user, limit); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Without CAP_SETUID and CAP_SETGID (a hardened unit that does not grant them) a read is refused
+// with ErrNotPermitted, nothing read, and the thread keeps the service's identity. Runs the test
+// binary again under setpriv with those capabilities dropped from the bounding set.
+func TestReadFileNotPermitted(t *testing.T) {
+	if os.Getenv("INROOT_NOT_PERMITTED_CHILD") == "1" {
+		f := newFixture(t)
+		before := threadIdentities(t)
+		for range 3 {
+			b, err := ReadFile(f.root, "/tmp/idle", user, limit)
+			if !errors.Is(err, ErrNotPermitted) || b != nil {
+				t.Fatalf("ReadFile = %q, %v; want ErrNotPermitted", b, err)
+			}
+		}
+		if after := threadIdentities(t); after.any() != before.any() {
+			t.Fatalf("identity changed: %v, was %v", after, before)
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop capabilities from a child")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) to drop capabilities with")
+	}
+	cmd := exec.Command(setpriv, "--bounding-set", "-setuid,-setgid", "--inh-caps", "-setuid,-setgid", "--",
+		os.Args[0], "-test.run", "^TestReadFileNotPermitted$", "-test.v")
+	cmd.Env = append(os.Environ(), "INROOT_NOT_PERMITTED_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestReadFileNotPermitted") {
+		t.Fatalf("child without CAP_SETUID/CAP_SETGID: %v\n%s", err, out)
 	}
 }

@@ -106,9 +106,10 @@ type Client struct {
 	ctd   *containerd.Client
 	log   *logrus.Entry
 
-	mu      sync.Mutex
-	targets map[string]*execTarget // by container ID; see exec.go
-	reads   chan struct{}          // file reads in flight; see readfile.go
+	mu       sync.Mutex
+	targets  map[string]*execTarget // by container ID; see exec.go
+	reads    chan struct{}          // file reads in flight; see readfile.go
+	readWarn sync.Once
 	// deletes are exec deletes that finish after their Exec returned.
 	deletes sync.WaitGroup
 }

@@ -45,6 +45,9 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 		}
 		root, err = c.openRoot(tgt)
 	}
+	if errors.Is(err, inroot.ErrNotPermitted) {
+		return nil, c.unsupported(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: root of container %s: %w", ErrNotFound, containerID, err)
 	}
@@ -77,6 +80,9 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 		if errors.As(r.err, &ie) {
 			return nil, unreadable{ie}
 		}
+		if errors.Is(r.err, inroot.ErrNotPermitted) {
+			return nil, c.unsupported(r.err)
+		}
 		if r.err != nil {
 			return nil, fmt.Errorf("read %s in container %s: %w", path, containerID, r.err)
 		}
@@ -86,6 +92,16 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 	case <-ctx.Done():
 		return nil, fmt.Errorf("read %s in container %s: %w", path, containerID, ctx.Err())
 	}
+}
+
+// unsupported says, once, that exec-free probes run as execs on this node, and returns the error
+// that makes the engine run them so.
+func (c *Client) unsupported(err error) error {
+	c.readWarn.Do(func() {
+		c.log.WithError(err).Warn("exec-free probes run as execs: the service may not read files as a container's user " +
+			"(it needs CAP_SETUID, CAP_SETGID and CAP_SYS_PTRACE, and setfsuid, setfsgid, setgroups and capset allowed)")
+	})
+	return fmt.Errorf("%w: %w", prober.ErrReadUnsupported, err)
 }
 
 // openRoot opens the root of the container's init process, checking that the pid is still

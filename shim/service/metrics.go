@@ -96,7 +96,8 @@ type countingReader struct {
 
 func (r countingReader) ReadFile(ctx context.Context, id, path string, limit int, timeout time.Duration) ([]byte, error) {
 	b, err := r.FileReader.ReadFile(ctx, id, path, limit, timeout)
-	if err != nil && !errors.Is(err, prober.ErrExecTimeout) && !errors.Is(err, prober.ErrFileUnreadable) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, prober.ErrExecTimeout) && !errors.Is(err, prober.ErrFileUnreadable) &&
+		!errors.Is(err, prober.ErrReadUnsupported) && ctx.Err() == nil {
 		r.m.runtimeErrors.WithLabelValues("read").Inc()
 	}
 	return b, err
