@@ -191,22 +191,31 @@ func become(c Creds) (identity, error) {
 		// -EPERM: a seccomp filter refuses the calls; nothing was changed.
 		return saved, fmt.Errorf("%w: setfsuid/setfsgid refused", ErrNotPermitted)
 	}
-	if c.UID == 0 && (c.NoDACOverride || c.NoDACReadSearch) {
+	if c.UID == 0 {
+		// A root user reads with the permission-bypassing capabilities the container has: the
+		// thread's effective set is cut to those, and a container that has CAP_DAC_OVERRIDE
+		// needs it here too, or a file its cat could read would be refused.
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		if err := unix.Capget(&hdr, &saved.caps[0]); err != nil {
 			return saved, fmt.Errorf("%w: capget: %w", ErrNotPermitted, err)
 		}
+		const dacOverride, dacReadSearch = 1 << unix.CAP_DAC_OVERRIDE, 1 << unix.CAP_DAC_READ_SEARCH
+		if !c.NoDACOverride && saved.caps[0].Effective&dacOverride == 0 {
+			return saved, fmt.Errorf("%w: no CAP_DAC_OVERRIDE to read as a root user that has it", ErrNotPermitted)
+		}
 		caps := saved.caps
 		if c.NoDACOverride {
-			caps[0].Effective &^= 1 << unix.CAP_DAC_OVERRIDE
+			caps[0].Effective &^= dacOverride
 		}
 		if c.NoDACReadSearch {
-			caps[0].Effective &^= 1 << unix.CAP_DAC_READ_SEARCH
+			caps[0].Effective &^= dacReadSearch
 		}
-		if err := unix.Capset(&hdr, &caps[0]); err != nil {
-			return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
+		if caps[0].Effective != saved.caps[0].Effective {
+			if err := unix.Capset(&hdr, &caps[0]); err != nil {
+				return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
+			}
+			saved.capsChanged = true
 		}
-		saved.capsChanged = true
 	}
 	if err := setgroups(c.Groups); err != nil {
 		return saved, fmt.Errorf("%w: setgroups: %w", ErrNotPermitted, err)

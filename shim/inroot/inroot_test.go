@@ -267,17 +267,19 @@ func BenchmarkReadFile(b *testing.B) {
 	}
 }
 
-// Without CAP_SETUID and CAP_SETGID (a hardened unit that does not grant them) a read is refused
+// Without CAP_SETUID, CAP_SETGID and CAP_DAC_OVERRIDE (a unit that does not grant them) a read is refused
 // with ErrNotPermitted, nothing read, and the thread keeps the service's identity. Runs the test
-// binary again under setpriv with those capabilities dropped from the bounding set.
+// binary again under setpriv with those capabilities dropped from the bounding set. (The fixture is
+// made before the capabilities matter: the child is root and owns what it creates.)
 func TestReadFileNotPermitted(t *testing.T) {
 	if os.Getenv("INROOT_NOT_PERMITTED_CHILD") == "1" {
 		f := newFixture(t)
 		before := threadIdentities(t)
-		for range 3 {
-			b, err := ReadFile(f.root, "/tmp/idle", user, limit)
+		// A user, and root with CAP_DAC_OVERRIDE (which the child lacks, as the container has it).
+		for _, c := range []Creds{user, {NoDACReadSearch: true}} {
+			b, err := ReadFile(f.root, "/tmp/idle", c, limit)
 			if !errors.Is(err, ErrNotPermitted) || b != nil {
-				t.Fatalf("ReadFile = %q, %v; want ErrNotPermitted", b, err)
+				t.Fatalf("ReadFile as %+v = %q, %v; want ErrNotPermitted", c, b, err)
 			}
 		}
 		if after := threadIdentities(t); after.any() != before.any() {
@@ -292,7 +294,7 @@ func TestReadFileNotPermitted(t *testing.T) {
 	if err != nil {
 		t.Skip("no setpriv (util-linux) to drop capabilities with")
 	}
-	cmd := exec.Command(setpriv, "--bounding-set", "-setuid,-setgid", "--inh-caps", "-setuid,-setgid", "--",
+	cmd := exec.Command(setpriv, "--bounding-set", "-setuid,-setgid,-dac_override", "--inh-caps", "-setuid,-setgid,-dac_override", "--",
 		os.Args[0], "-test.run", "^TestReadFileNotPermitted$", "-test.v")
 	cmd.Env = append(os.Environ(), "INROOT_NOT_PERMITTED_CHILD=1")
 	out, err := cmd.CombinedOutput()
