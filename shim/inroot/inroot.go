@@ -54,7 +54,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // ErrNotPermitted: the service may not take the user's identity or open the container's root
 // (it lacks CAP_SETUID, CAP_SETGID or CAP_SYS_PTRACE, or a seccomp filter refuses setfsuid,
-// setgroups or capset). Nothing was read.
+// setgroups, capset or openat2, or the kernel has no openat2). Nothing was read.
 var ErrNotPermitted = errors.New("not permitted to read as the container's user")
 
 // ErrNotRegular: the path names something other than a regular file or a directory (a FIFO,
@@ -111,6 +111,11 @@ func readAs(root *os.File, path string, limit int) ([]byte, error) {
 		// out of it.
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		// A kernel before 5.6, or a seccomp filter that refuses openat2: nothing can be
+		// resolved safely inside the root.
+		return nil, fmt.Errorf("%w: openat2: %w", ErrNotPermitted, err)
+	}
 	if err != nil {
 		return nil, &Error{Path: path, Err: err}
 	}
