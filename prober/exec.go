@@ -41,3 +41,28 @@ func (m *Manager) probeExec(ctx context.Context, containerID string, cmd []strin
 	}
 	return Failure, string(out), nil
 }
+
+// probeFile runs an exec-free probe: the file's content is the message, as
+// `cat`'s output would be, and success; a file `cat` could not read is a
+// failure with the reader's error as the message. Where the reader cannot
+// read as the container's user, cmd runs instead.
+func (m *Manager) probeFile(ctx context.Context, containerID, path string, cmd []string, timeout time.Duration) (Result, string, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout+m.execGrace)
+	defer cancel()
+	out, err := m.files.ReadFile(rctx, containerID, path, MaxOutput, timeout)
+	switch {
+	case errors.Is(err, ErrReadUnsupported):
+		cancel()
+		return m.probeExec(ctx, containerID, cmd, timeout)
+	case errors.Is(err, ErrExecTimeout) || (err != nil && ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded)):
+		return Failure, fmt.Sprintf("command timed out after %s", timeout), nil
+	case errors.Is(err, ErrFileUnreadable):
+		return Failure, err.Error(), nil
+	case err != nil:
+		return Unknown, "", err
+	}
+	if len(out) > MaxOutput {
+		out = out[:MaxOutput]
+	}
+	return Success, string(out), nil
+}

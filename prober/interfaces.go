@@ -63,6 +63,11 @@ type Desired struct {
 	// Ports maps the container's named ports to numbers, for httpGet and
 	// tcpSocket probes that name a port. Optional.
 	Ports map[string]int32
+	// ReadFile, on an exec probe, is an absolute path inside the container
+	// that the engine reads through its FileReader instead of running the
+	// command: the caller sets it only where the command means exactly that
+	// (`cat <path>`). Without a FileReader the command runs.
+	ReadFile string
 }
 
 // Update is a published result of one probe. Result is Unknown from the
@@ -96,6 +101,25 @@ var ErrExecTimeout = errors.New("exec probe timed out")
 // modified.
 type Execer interface {
 	Exec(ctx context.Context, containerID string, cmd []string, timeout time.Duration) (ExecResult, error)
+}
+
+// ErrFileUnreadable is wrapped by a FileReader error that is the probe's
+// result, as `cat` exiting 1 is: the file is missing, a directory, or not
+// readable for the container's user. The probe fails with the error's text
+// as its message. Every other error is a probe error and is discarded.
+var ErrFileUnreadable = errors.New("file unreadable")
+
+// ErrReadUnsupported is wrapped by a FileReader error that says it cannot
+// read files as a container's user here (e.g. the process lacks the
+// privileges); the engine then runs the probe's command instead.
+var ErrReadUnsupported = errors.New("exec-free read not supported here")
+
+// FileReader reads a file inside a container, resolved within the
+// container's root and as the container's user, without starting a process
+// there; it is called concurrently. It returns at most limit bytes. After
+// timeout it returns an error wrapping ErrExecTimeout.
+type FileReader interface {
+	ReadFile(ctx context.Context, containerID, path string, limit int, timeout time.Duration) ([]byte, error)
 }
 
 // Dialer opens connections for HTTP, TCP and gRPC probes.

@@ -25,6 +25,10 @@ type Option func(*Manager)
 // with a message saying so.
 func WithExecer(e Execer) Option { return func(m *Manager) { m.exec = e } }
 
+// WithFileReader sets the reader of exec-free probes (Desired.ReadFile).
+// Without one, those probes run their command.
+func WithFileReader(r FileReader) Option { return func(m *Manager) { m.files = r } }
+
 // WithNetwork sets where network probes dial from. The default is HostNetwork.
 func WithNetwork(n Network) Option { return func(m *Manager) { m.network = n } }
 
@@ -76,6 +80,7 @@ type Manager struct {
 	clock      clock.Clock
 	containers ContainerSource
 	exec       Execer
+	files      FileReader
 	execGrace  time.Duration // defaultExecGrace; shorter in tests
 	network    Network
 	registerer prometheus.Registerer
@@ -475,12 +480,12 @@ func (m *Manager) signalLocked(w *worker) {
 
 func (m *Manager) updateLocked(w *worker, d *Desired, now time.Time) {
 	old := w.cfg.Load()
-	if old.pod == d.Pod && maps.Equal(old.ports, d.Ports) && reflect.DeepEqual(old.spec, d.Spec) {
+	if old.pod == d.Pod && maps.Equal(old.ports, d.Ports) && old.readFile == d.ReadFile && reflect.DeepEqual(old.spec, d.Spec) {
 		return
 	}
 	cfg := newProbeConfig(d)
 	cfg.gen = old.gen
-	if !reflect.DeepEqual(old.spec.ProbeHandler, cfg.spec.ProbeHandler) {
+	if old.readFile != cfg.readFile || !reflect.DeepEqual(old.spec.ProbeHandler, cfg.spec.ProbeHandler) {
 		cfg.gen++ // a different check: its run of results starts afresh
 	}
 	w.cfg.Store(cfg)

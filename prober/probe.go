@@ -38,6 +38,9 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 		return Failure, fmt.Sprintf("probe must have exactly one handler (exec, httpGet, tcpSocket or grpc), has %d", n), nil
 	}
 	if h.Exec != nil {
+		if cfg.readFile != "" && m.files != nil {
+			return m.probeFile(ctx, containerID, cfg.readFile, h.Exec.Command, timeout)
+		}
 		return m.probeExec(ctx, containerID, h.Exec.Command, timeout)
 	}
 

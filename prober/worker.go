@@ -26,7 +26,9 @@ type probeConfig struct {
 	pod   PodRef
 	spec  corev1.Probe // as given; the accessors below apply the defaults
 	ports map[string]int32
-	gen   uint64 // bumped when the handler changes
+	// readFile is Desired.ReadFile: the exec probe reads this file instead.
+	readFile string
+	gen      uint64 // bumped when the handler changes
 }
 
 func newProbeConfig(d *Desired) *probeConfig {
@@ -34,7 +36,7 @@ func newProbeConfig(d *Desired) *probeConfig {
 	if len(d.Ports) > 0 {
 		ports = maps.Clone(d.Ports)
 	}
-	return &probeConfig{pod: d.Pod, spec: *d.Spec.DeepCopy(), ports: ports}
+	return &probeConfig{pod: d.Pod, spec: *d.Spec.DeepCopy(), ports: ports, readFile: d.ReadFile}
 }
 
 func orDefault(v, def int32) int32 {

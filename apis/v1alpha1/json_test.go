@@ -15,7 +15,8 @@ import (
 // OpenKruise-shaped objects that set every field of our types. Decoding strictly and encoding again
 // must give the same JSON: that pins each JSON tag exactly (encoding/json matches keys
 // case-insensitively on decode, so only the re-encode catches a tag like "ip" for "IP").
-// PodProbeMarker status.conditions is probeshim's own, additive to the OpenKruise schema.
+// PodProbeMarker status.conditions and the NodePodProbe probe's execFree are probeshim's own,
+// additive to the OpenKruise schema.
 var openKruiseJSON = map[string]struct {
 	newObj func() runtime.Object
 	json   string
@@ -57,6 +58,11 @@ var openKruiseJSON = map[string]struct {
         "containerName": "game-server",
         "probe": {"httpGet": {"path": "/idle", "port": 8080, "scheme": "HTTP",
                               "httpHeaders": [{"name": "Host", "value": "localhost"}]}, "timeoutSeconds": 1}
+      }, {
+        "name": "game-server-probe#state",
+        "containerName": "game-server",
+        "probe": {"exec": {"command": ["cat", "/tmp/state"]}, "timeoutSeconds": 1},
+        "execFree": true
       }]
     }]
   },

@@ -56,6 +56,13 @@ type ContainerProbe struct {
 
 	// Probe is the Kubernetes probe to run.
 	Probe ContainerProbeSpec `json:"probe"`
+
+	// ExecFree makes the node service run the probe, an exec probe of exactly `cat <absolute path>`
+	// (see ExecFreePath), by reading the file inside the container's root as the container's user,
+	// without starting a process. Set from a PodProbeMarker's AnnotationExecFree. Under a CRD schema
+	// that lacks the field (Kruise's) it is pruned and the probe runs as the exec it is.
+	// +optional
+	ExecFree bool `json:"execFree,omitempty"`
 }
 
 // NodePodProbeStatus is written by the node service.

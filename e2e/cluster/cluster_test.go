@@ -82,6 +82,8 @@ func TestCluster(t *testing.T) {
 		t.Run("condition as readinessGate", s.testReadinessGate)
 		t.Run("enhanced liveness", s.testEnhancedLiveness)
 		t.Run("kruise-game GameServerSet marker", s.testKruiseGame)
+		t.Run("exec-free probe reads the file", s.testExecFree)
+		t.Run("exec-free probe reads as the container user", s.testExecFreeUser)
 	})
 
 	CheckNoPanics(t, c, s.svc)

@@ -62,6 +62,11 @@ func desiredFromSpec(spec *v1alpha1.NodePodProbeSpec) (run []prober.Desired, ref
 			}
 			opts.Liveness = isLiveness(p.Name)
 			errs = append(errs, validation.ValidateProbe(&p.Probe.Probe, opts, path.Child("probe"))...)
+			var readFile string
+			if p.ExecFree {
+				errs = append(errs, validation.ValidateExecFreeProbe(&p.Probe.Probe, path.Child("execFree"))...)
+				readFile, _ = v1alpha1.ExecFreePath(&p.Probe.Probe)
+			}
 			if pp.IP == "" && p.Probe.Exec == nil {
 				// Nothing to dial but the pod's own address; never loopback or the node instead.
 				errs = append(errs, field.Required(podPath.Child("IP"), "the pod's IP, the only address a network probe goes to"))
@@ -79,6 +84,7 @@ func desiredFromSpec(spec *v1alpha1.NodePodProbeSpec) (run []prober.Desired, ref
 				Pod:       prober.PodRef{UID: pp.UID, Namespace: pp.Namespace, Name: pp.Name, IP: pp.IP},
 				Spec:      *p.Probe.Probe.DeepCopy(),
 				ProbeType: typ,
+				ReadFile:  readFile,
 			})
 		}
 	}

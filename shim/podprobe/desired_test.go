@@ -36,3 +36,28 @@ func TestDesiredRefusesNetworkProbesWithoutIP(t *testing.T) {
 		}
 	}
 }
+
+// An execFree probe is read, not run; one whose command is not `cat <absolute path>` (a spec
+// written past the webhook) is refused rather than run as something it is not.
+func TestDesiredExecFree(t *testing.T) {
+	probe := func(name string, execFree bool, cmd ...string) v1alpha1.ContainerProbe {
+		return v1alpha1.ContainerProbe{Name: name, ContainerName: "c", ExecFree: execFree, Probe: v1alpha1.ContainerProbeSpec{
+			Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}}}}
+	}
+	spec := &v1alpha1.NodePodProbeSpec{PodProbes: []v1alpha1.PodProbe{{Name: "p", Namespace: "ns", UID: "u", Probes: []v1alpha1.ContainerProbe{
+		probe("read", true, "cat", "/tmp/idle"),
+		probe("exec", false, "cat", "/tmp/idle"),
+		probe("script", true, "sh", "-c", "cat /tmp/idle"),
+	}}}}
+	run, refused := desiredFromSpec(spec)
+	got := map[string]string{}
+	for _, d := range run {
+		got[d.Key.Probe] = d.ReadFile
+	}
+	if len(got) != 2 || got["read"] != "/tmp/idle" || got["exec"] != "" {
+		t.Errorf("run (probe: ReadFile) %v, want read:/tmp/idle and exec run as a command", got)
+	}
+	if len(refused) != 1 || refused[0].key.Probe != "script" || !strings.Contains(refused[0].reason, "execFree") {
+		t.Fatalf("refused %+v, want script", refused)
+	}
+}

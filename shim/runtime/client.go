@@ -106,8 +106,10 @@ type Client struct {
 	ctd   *containerd.Client
 	log   *logrus.Entry
 
-	mu      sync.Mutex
-	targets map[string]*execTarget // by container ID; see exec.go
+	mu       sync.Mutex
+	targets  map[string]*execTarget // by container ID; see exec.go
+	reads    chan struct{}          // file reads in flight; see readfile.go
+	readWarn sync.Once
 	// deletes are exec deletes that finish after their Exec returned.
 	deletes sync.WaitGroup
 }
@@ -128,7 +130,7 @@ func New(opts ...Option) (*Client, error) {
 		o.log = logrus.NewEntry(logrus.StandardLogger())
 	}
 
-	c := &Client{opts: o, log: o.log, targets: map[string]*execTarget{}}
+	c := &Client{opts: o, log: o.log, targets: map[string]*execTarget{}, reads: make(chan struct{}, maxReadsInFlight)}
 	ctdConn, err := dial(o.containerdSocket)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/inroot"
 )
 
 const (
@@ -47,6 +49,10 @@ const (
 type execTarget struct {
 	task containerd.Task
 	proc specs.Process
+	// For exec-free reads (see readfile.go): the user's file-system identity, and the start
+	// time of the task's process once a read learned it.
+	fsCreds   inroot.Creds
+	startTime atomic.Uint64
 }
 
 var _ prober.Execer = (*Client)(nil)
@@ -295,7 +301,7 @@ func (c *Client) execTarget(ctx context.Context, containerID string) (*execTarge
 	if err != nil {
 		return nil, false, wrapErr(err, "task of container %s", containerID)
 	}
-	tgt = &execTarget{task: task, proc: *spec.Process}
+	tgt = &execTarget{task: task, proc: *spec.Process, fsCreds: fsCredsOf(&spec)}
 	c.mu.Lock()
 	c.targets[containerID] = tgt
 	c.mu.Unlock()

@@ -86,3 +86,19 @@ func (e countingExecer) Exec(ctx context.Context, id string, cmd []string, timeo
 	}
 	return res, err
 }
+
+// countingReader counts exec-free reads that failed in the runtime (under the
+// "read" label); an unreadable file or a timeout is the probe's own outcome.
+type countingReader struct {
+	prober.FileReader
+	m *metrics
+}
+
+func (r countingReader) ReadFile(ctx context.Context, id, path string, limit int, timeout time.Duration) ([]byte, error) {
+	b, err := r.FileReader.ReadFile(ctx, id, path, limit, timeout)
+	if err != nil && !errors.Is(err, prober.ErrExecTimeout) && !errors.Is(err, prober.ErrFileUnreadable) &&
+		!errors.Is(err, prober.ErrReadUnsupported) && ctx.Err() == nil {
+		r.m.runtimeErrors.WithLabelValues("read").Inc()
+	}
+	return b, err
+}

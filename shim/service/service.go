@@ -91,6 +91,7 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 // containerRuntime is what the service needs of shim/runtime's Client.
 type containerRuntime interface {
 	prober.Execer
+	prober.FileReader
 	recreate.Runtime
 	PodNetwork(ctx context.Context, podUID string) (path string, hostNetwork bool, ips []string, err error)
 	ContainerdSocket() string
@@ -173,6 +174,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 	var err error
 	s.engine, err = prober.NewManager(out.tracker,
 		prober.WithExecer(countingExecer{Execer: out.runtime, m: s.m}),
+		prober.WithFileReader(countingReader{FileReader: out.runtime, m: s.m}),
 		prober.WithNetwork(s.network),
 		prober.WithRegisterer(out.registry),
 		prober.WithLogger(slogrus.NewLogger(log)),

@@ -40,6 +40,9 @@ type fakeRuntime struct {
 func (fakeRuntime) Exec(context.Context, string, []string, time.Duration) (prober.ExecResult, error) {
 	return prober.ExecResult{}, errors.New("no containers here")
 }
+func (fakeRuntime) ReadFile(context.Context, string, string, int, time.Duration) ([]byte, error) {
+	return nil, errors.New("no containers here")
+}
 func (fakeRuntime) StopContainer(context.Context, string, time.Duration) error { return nil }
 func (fakeRuntime) PodNetwork(context.Context, string) (string, bool, []string, error) {
 	return "", false, nil, errors.New("no pods here")

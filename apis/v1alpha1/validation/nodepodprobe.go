@@ -69,6 +69,9 @@ func ValidatePodProbe(pp *v1alpha1.PodProbe, fldPath *field.Path) field.ErrorLis
 		}
 		errs = append(errs, validateContainerName(p.ContainerName, pPath.Child("containerName"))...)
 		errs = append(errs, ValidateProbe(&p.Probe.Probe, opts, pPath.Child("probe"))...)
+		if p.ExecFree {
+			errs = append(errs, ValidateExecFreeProbe(&p.Probe.Probe, pPath.Child("execFree"))...)
+		}
 	}
 	return errs
 }

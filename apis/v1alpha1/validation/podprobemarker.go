@@ -21,6 +21,7 @@ import (
 // ValidatePodProbeMarker checks a PodProbeMarker on create.
 func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
 	errs := validateOnSilent(ppm.Annotations)
+	errs = append(errs, validateExecFreeMarker(ppm)...)
 	return append(errs, ValidatePodProbeMarkerSpec(&ppm.Spec, field.NewPath("spec"))...)
 }
 

@@ -439,3 +439,51 @@ func wrote(ws []testenv.Write, verb, kind, name string) bool {
 	}
 	return false
 }
+
+// Turning the exec-free annotation on and off, which leaves the marker's generation as it is,
+// turns the NodePodProbe entry's execFree on and off.
+func TestExecFreeAnnotationFollowed(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := env.Node(t, true)
+	web := map[string]string{"app": "web"}
+	env.RunningPod(t, newPod(ns, "a", node.Name, web), "10.3.0.1")
+	m := newMarker(ns, "m", web, v1alpha1.PodContainerProbe{Name: "idle", ContainerName: "main",
+		PodConditionType: "game.io/idle", Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			Exec: &corev1.ExecAction{Command: []string{"cat", "/tmp/idle"}}}}}})
+	create(t, m)
+	execFree := func(want bool) func() error {
+		return func() error {
+			npp := &v1alpha1.NodePodProbe{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: node.Name}, npp); err != nil {
+				return err
+			}
+			if len(npp.Spec.PodProbes) != 1 || len(npp.Spec.PodProbes[0].Probes) != 1 {
+				return fmt.Errorf("spec %+v, want one probe", npp.Spec.PodProbes)
+			}
+			if got := npp.Spec.PodProbes[0].Probes[0].ExecFree; got != want {
+				return fmt.Errorf("execFree %t, want %t", got, want)
+			}
+			return nil
+		}
+	}
+	poll.Eventually(t, wait, execFree(false))
+	annotate := func(v string) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		gen := m.Generation
+		m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: v}
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Generation != gen {
+			t.Fatalf("generation moved %d -> %d: the test would not test the predicate", gen, m.Generation)
+		}
+	}
+	annotate("true")
+	poll.Eventually(t, wait, execFree(true))
+	annotate("false")
+	poll.Eventually(t, wait, execFree(false))
+}

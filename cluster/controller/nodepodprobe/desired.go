@@ -56,10 +56,14 @@ func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.Conta
 			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name, reason: err.Error()})
 			continue
 		}
+		// A marker stored before its webhook checked the annotation may hold other commands:
+		// those run as the execs they are.
+		_, readsFile := v1alpha1.ExecFreePath(probe)
 		out = append(out, v1alpha1.ContainerProbe{
 			Name:          v1alpha1.ProbeName(m.Name, p.Name),
 			ContainerName: p.ContainerName,
 			Probe:         v1alpha1.ContainerProbeSpec{Probe: *probe},
+			ExecFree:      readsFile && v1alpha1.ExecFree(m),
 		})
 	}
 	return out, skipped

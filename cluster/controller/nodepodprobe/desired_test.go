@@ -3,6 +3,7 @@
 package nodepodprobe
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -223,4 +224,30 @@ func hostForbiddenText(t *testing.T) string {
 		t.Fatalf("validation: %v", err)
 	}
 	return err[0].Detail
+}
+
+// A marker's annotation makes its `cat <path>` probes execFree in the NodePodProbe; its other
+// probes, and the probes of markers without it, stay execs.
+func TestDesiredEntriesExecFree(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	script := execProbe("script", "main")
+	script.Probe.Exec.Command = []string{"sh", "-c", "cat /tmp/x"}
+	on := testMarker("on", web, execProbe("idle", "main"), script, httpProbe("web", "http"))
+	on.Annotations = map[string]string{v1alpha1.AnnotationExecFree: "true"}
+	off := testMarker("off", web, execProbe("busy", "main"))
+	got, _ := desiredEntries([]corev1.Pod{testPod("a", web)}, []v1alpha1.PodProbeMarker{on, off})
+	if len(got) != 1 {
+		t.Fatalf("entries = %q", render(got))
+	}
+	want := map[string]bool{"off#busy": false, "on#idle": true, "on#script": false, "on#web": false}
+	have := map[string]bool{}
+	for _, p := range got[0].Probes {
+		have[p.Name] = p.ExecFree
+	}
+	if !maps.Equal(have, want) {
+		t.Fatalf("execFree by probe = %v, want %v", have, want)
+	}
+	if errs := validation.ValidatePodProbe(&got[0], nil); len(errs) > 0 {
+		t.Fatalf("entry refused: %v", errs)
+	}
 }

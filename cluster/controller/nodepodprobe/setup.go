@@ -106,7 +106,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToNodes(c)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(markerChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(nodes)
 	if err != nil {
@@ -115,7 +115,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
-		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(markerChanged())).
 		Watches(&corev1.Pod{}, delayed(podToMarkers(c), statusDelay),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, delayed(nppToMarkers, statusDelay),
@@ -156,6 +156,19 @@ func delayed(fn handler.MapFunc, d time.Duration) handler.EventHandler {
 			add(ctx, q, e.Object)
 		},
 	}
+}
+
+// markerChanged passes marker creations, deletions, spec changes and changes of the exec-free
+// annotation, which changes the NodePodProbe entries without a new generation.
+func markerChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil && v1alpha1.ExecFree(e.ObjectOld) != v1alpha1.ExecFree(e.ObjectNew)
+		},
+	})
 }
 
 // nodeReadyChanged passes node creations, deletions and changes of readiness: readiness only

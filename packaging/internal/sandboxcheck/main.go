@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probeshim/probeshim/shim/inroot"
 )
 
 func main() {
@@ -126,6 +128,7 @@ func checks(netns, addr, socket string) []result {
 		{"write-runtime-dir", writeRemove(os.Getenv("RUNTIME_DIRECTORY"))},
 		{"read-config", readable("/etc/probeshim/config.yaml")},
 		{"capabilities", capabilities()},
+		{"exec-free-read", execFreeRead()},
 		// A timed-out exec's descendants are found through other processes' /proc entries.
 		{"read-proc-pid", readable("/proc/1/task/1/children")},
 		// What it must not be able to do.
@@ -320,18 +323,37 @@ func readable(p string) error {
 	return err
 }
 
-// capabilities checks that the bounding and effective sets hold CAP_SYS_ADMIN and CAP_KILL and
-// nothing else.
+// capabilities checks that the bounding and effective sets hold CAP_SYS_ADMIN, CAP_KILL and the
+// capabilities of exec-free reads, and nothing else.
 func capabilities() error {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return err
 	}
-	want := fmt.Sprintf("%016x", uint64(1)<<unix.CAP_SYS_ADMIN|uint64(1)<<unix.CAP_KILL)
+	want := fmt.Sprintf("%016x", uint64(1)<<unix.CAP_SYS_ADMIN|uint64(1)<<unix.CAP_KILL|
+		uint64(1)<<unix.CAP_SYS_PTRACE|uint64(1)<<unix.CAP_SETUID|uint64(1)<<unix.CAP_SETGID|uint64(1)<<unix.CAP_DAC_OVERRIDE)
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(line, ":\t")
 		if (k == "CapBnd" || k == "CapEff") && strings.TrimSpace(v) != want {
-			return fmt.Errorf("%s = %s, want %s (CAP_SYS_ADMIN and CAP_KILL only)", k, strings.TrimSpace(v), want)
+			return fmt.Errorf("%s = %s, want %s (CAP_SYS_ADMIN, CAP_KILL, CAP_SYS_PTRACE, CAP_SETUID, CAP_SETGID, "+
+				"CAP_DAC_OVERRIDE only)", k, strings.TrimSpace(v), want)
+		}
+	}
+	return nil
+}
+
+// execFreeRead does what an exec-free probe does (shim/inroot): open another process' root (pid 1,
+// root with every capability: it takes CAP_SYS_PTRACE) and read a file in it as an unprivileged
+// user and as root (setfsuid, setfsgid, setgroups, capset on one thread).
+func execFreeRead() error {
+	root, err := inroot.OpenProcRoot(1, 0)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, c := range []inroot.Creds{{UID: 65534, GID: 65534, Groups: []uint32{65534}}, {NoDACReadSearch: true}} {
+		if _, err := inroot.ReadFile(root, "/etc/passwd", c, 4096); err != nil {
+			return fmt.Errorf("as %+v: %w", c, err)
 		}
 	}
 	return nil

@@ -1,0 +1,397 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package inroot reads a small file inside a container's root filesystem as the container's user
+// would, without starting a process in the container: the path is resolved within the root (no
+// symlink or ".." leaves it, no /proc magic link is followed), the file-system identity of the
+// reading thread is the container's user (uid, gid, supplementary groups), and only regular
+// files are opened, so a FIFO or a device never blocks or has side effects.
+//
+// The identity is switched on one locked OS thread with raw per-thread syscalls (setfsuid,
+// setfsgid, setgroups, capset), never the process-wide wrappers, and restored afterwards; a
+// thread whose identity cannot be restored is never reused: its goroutine ends without
+// unlocking it, which makes the Go runtime end the thread.
+package inroot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Creds is the file-system identity a read runs as. UID and GID are as the kernel sees them (host
+// IDs; a container in a user namespace has its IDs mapped by the caller).
+type Creds struct {
+	UID    uint32
+	GID    uint32
+	Groups []uint32
+	// NoDACOverride and NoDACReadSearch drop those capabilities for the read. They matter for
+	// UID 0 only: for any other UID the kernel drops every file capability itself when the
+	// file-system UID leaves 0, as it does for a non-root container process.
+	NoDACOverride   bool
+	NoDACReadSearch bool
+}
+
+// Error is what `cat` would report of a file it cannot read (it exits 1): the file is missing, a
+// directory, not readable for the user, not a regular file, or its path does not resolve. Its
+// text is cat's: "cat: <path>: <reason>".
+type Error struct {
+	Path string
+	Err  error
+}
+
+func (e *Error) Error() string { return "cat: " + e.Path + ": " + reason(e.Err) }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrNotPermitted: the service may not take the user's identity or open the container's root
+// (it lacks CAP_SETUID, CAP_SETGID or CAP_SYS_PTRACE, or a seccomp filter refuses setfsuid,
+// setgroups, capset or openat2, or the kernel has no openat2). Nothing was read.
+var ErrNotPermitted = errors.New("not permitted to read as the container's user")
+
+// ErrNotRegular: the path names something other than a regular file or a directory (a FIFO,
+// socket or device), which is never opened.
+var ErrNotRegular = errors.New("not a regular file")
+
+// reason is err as strerror(3) writes it: "No such file or directory".
+func reason(err error) string {
+	s := err.Error()
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// ReadFile reads at most limit bytes of the regular file at path, resolved inside root (a
+// directory file descriptor, O_PATH is enough) as if root were "/", as creds. A file the user
+// cannot read returns an *Error; any other error (the identity could not be switched) means the
+// read was not attempted as asked. ReadFile blocks until the read ends; callers bound it.
+func ReadFile(root *os.File, path string, creds Creds, limit int) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	resc := make(chan result, 1)
+	go func() {
+		// A goroutine of its own: if the thread cannot be restored, the goroutine ends with it
+		// locked and the runtime ends the thread.
+		runtime.LockOSThread()
+		var res result
+		saved, err := become(creds)
+		if err == nil {
+			res.b, res.err = readAs(root, path, limit)
+			err = restore(saved)
+			if err == nil {
+				runtime.UnlockOSThread()
+			}
+		} else if restore(saved) == nil {
+			runtime.UnlockOSThread()
+		}
+		if err != nil {
+			res = result{err: err}
+		}
+		resc <- res
+	}()
+	res := <-resc
+	return res.b, res.err
+}
+
+// readAs opens and reads the file with the thread's current identity.
+func readAs(root *os.File, path string, limit int) ([]byte, error) {
+	fd, err := unix.Openat2(int(root.Fd()), path, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC,
+		// RESOLVE_IN_ROOT: ".." and absolute symlinks stop at root, as they do for a process
+		// chrooted there; RESOLVE_NO_MAGICLINKS: no /proc/<pid>/root or /proc/self/fd/N jump
+		// out of it.
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		// A kernel before 5.6, or a seccomp filter that refuses openat2: nothing can be
+		// resolved safely inside the root.
+		return nil, fmt.Errorf("%w: openat2: %w", ErrNotPermitted, err)
+	}
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return nil, &Error{Path: path, Err: unix.EISDIR}
+	default:
+		return nil, &Error{Path: path, Err: ErrNotRegular}
+	}
+	// Reopening the O_PATH descriptor checks read permission on the inode found, for the
+	// thread's identity, without resolving the path again.
+	rfd, err := unix.Open("/proc/thread-self/fd/"+strconv.Itoa(fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &Error{Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(rfd), path)
+	defer f.Close()
+	b := make([]byte, 0, min(limit, max(int(st.Size), 0)+1, 64<<10))
+	b, err = readUpTo(f, b, limit)
+	if err != nil {
+		return nil, &Error{Path: path, Err: unwrapPathError(err)}
+	}
+	return b, nil
+}
+
+// readUpTo appends to b what f holds, at most limit bytes in all.
+func readUpTo(f io.Reader, b []byte, limit int) ([]byte, error) {
+	for len(b) < limit {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):min(cap(b), limit)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// identity is a thread's file-system identity.
+type identity struct {
+	fsuid, fsgid int
+	groups       []uint32
+	caps         [2]unix.CapUserData
+	capsChanged  bool
+}
+
+// become switches the calling (locked) thread to creds and returns what it was. On error the
+// caller restores what was returned.
+func become(c Creds) (identity, error) {
+	var saved identity
+	saved.fsuid = setfsuid(-1) // an invalid ID changes nothing and returns the current one
+	saved.fsgid = setfsgid(-1)
+	groups, err := getgroups()
+	if err != nil {
+		return identity{fsuid: saved.fsuid, fsgid: saved.fsgid, groups: nil}, err
+	}
+	saved.groups = groups
+	if saved.fsuid < 0 || saved.fsgid < 0 {
+		// -EPERM: a seccomp filter refuses the calls; nothing was changed.
+		return saved, fmt.Errorf("%w: setfsuid/setfsgid refused", ErrNotPermitted)
+	}
+	if c.UID == 0 {
+		// A root user reads with the permission-bypassing capabilities the container has: the
+		// thread's effective set is cut to those, and a container that has CAP_DAC_OVERRIDE
+		// needs it here too, or a file its cat could read would be refused.
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		if err := unix.Capget(&hdr, &saved.caps[0]); err != nil {
+			return saved, fmt.Errorf("%w: capget: %w", ErrNotPermitted, err)
+		}
+		const dacOverride, dacReadSearch = 1 << unix.CAP_DAC_OVERRIDE, 1 << unix.CAP_DAC_READ_SEARCH
+		if !c.NoDACOverride && saved.caps[0].Effective&dacOverride == 0 {
+			return saved, fmt.Errorf("%w: no CAP_DAC_OVERRIDE to read as a root user that has it", ErrNotPermitted)
+		}
+		caps := saved.caps
+		if c.NoDACOverride {
+			caps[0].Effective &^= dacOverride
+		}
+		if c.NoDACReadSearch {
+			caps[0].Effective &^= dacReadSearch
+		}
+		if caps[0].Effective != saved.caps[0].Effective {
+			if err := unix.Capset(&hdr, &caps[0]); err != nil {
+				return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
+			}
+			saved.capsChanged = true
+		}
+	}
+	if err := setgroups(c.Groups); err != nil {
+		return saved, fmt.Errorf("%w: setgroups: %w", ErrNotPermitted, err)
+	}
+	// The GID first: once the UID is not 0, the thread may lack the capability to change it.
+	// Without CAP_SETGID / CAP_SETUID the calls change nothing, silently.
+	setfsgid(int(c.GID))
+	if got := setfsgid(-1); got != int(c.GID) {
+		return saved, fmt.Errorf("%w: setfsgid %d: still %d", ErrNotPermitted, c.GID, got)
+	}
+	setfsuid(int(c.UID))
+	if got := setfsuid(-1); got != int(c.UID) {
+		return saved, fmt.Errorf("%w: setfsuid %d: still %d", ErrNotPermitted, c.UID, got)
+	}
+	return saved, nil
+}
+
+// restore puts back the identity become saved and checks that it holds.
+func restore(s identity) error {
+	setfsuid(s.fsuid) // first: it gives back the file capabilities a UID of 0 has
+	setfsgid(s.fsgid)
+	var errs []error
+	if got := setfsuid(-1); got != s.fsuid {
+		errs = append(errs, fmt.Errorf("restore fsuid %d: still %d", s.fsuid, got))
+	}
+	if got := setfsgid(-1); got != s.fsgid {
+		errs = append(errs, fmt.Errorf("restore fsgid %d: still %d", s.fsgid, got))
+	}
+	if s.groups != nil {
+		now, err := getgroups()
+		if err == nil && !equalGroups(now, s.groups) {
+			if err = setgroups(s.groups); err == nil {
+				now, err = getgroups()
+			}
+		}
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("restore groups: %w", err))
+		case !equalGroups(now, s.groups):
+			errs = append(errs, fmt.Errorf("restore groups: now %v, want %v", now, s.groups))
+		}
+	} else {
+		errs = append(errs, errors.New("groups unknown"))
+	}
+	if s.capsChanged {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		if err := unix.Capset(&hdr, &s.caps[0]); err != nil {
+			errs = append(errs, fmt.Errorf("restore capabilities: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func equalGroups(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// The raw syscalls below act on the calling thread only. (syscall.Setgroups and friends change
+// every thread of the process, which is what must not happen here.)
+
+func setfsuid(id int) int {
+	r, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, uintptr(id), 0, 0)
+	return int(int32(r))
+}
+
+func setfsgid(id int) int {
+	r, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, uintptr(id), 0, 0)
+	return int(int32(r))
+}
+
+func setgroups(groups []uint32) error {
+	var p unsafe.Pointer
+	if len(groups) > 0 {
+		p = unsafe.Pointer(&groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(p), 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getgroups() ([]uint32, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, 0, 0, 0)
+	if e != 0 {
+		return nil, e
+	}
+	groups := make([]uint32, n)
+	if n == 0 {
+		return groups, nil
+	}
+	m, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, n, uintptr(unsafe.Pointer(&groups[0])), 0)
+	if e != 0 {
+		return nil, e
+	}
+	return groups[:m], nil
+}
+
+// OpenProcRoot opens the root directory of process pid as that process sees it (/proc/<pid>/root:
+// its mount namespace and root), as an O_PATH descriptor. startTime, when not 0, must be the
+// process' start time (see StartTime), so that a pid reused by another process is never taken
+// for the container's.
+func OpenProcRoot(pid int, startTime uint64) (*os.File, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	if startTime != 0 {
+		// Read through the directory just opened: if the process is gone, this fails (ESRCH)
+		// rather than read a newer process of the same pid.
+		got, err := startTimeAt(dfd)
+		if err != nil {
+			return nil, fmt.Errorf("process %d: %w", pid, err)
+		}
+		if got != startTime {
+			return nil, fmt.Errorf("process %d is not the container's any more (started at %d, not %d)", pid, got, startTime)
+		}
+	}
+	rfd, err := unix.Openat(dfd, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		// A process of another user, or with capabilities the service lacks: CAP_SYS_PTRACE.
+		return nil, fmt.Errorf("%w: open %s/root: %w", ErrNotPermitted, dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s/root: %w", dir, err)
+	}
+	return os.NewFile(uintptr(rfd), dir+"/root"), nil
+}
+
+// StartTime returns the start time of process pid (field 22 of /proc/<pid>/stat, in clock ticks
+// since boot), which tells a process from a later one that reuses its pid.
+func StartTime(pid int) (uint64, error) {
+	dfd, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(dfd)
+	return startTimeAt(dfd)
+}
+
+func startTimeAt(procDir int) (uint64, error) {
+	fd, err := unix.Openat(procDir, "stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	f := os.NewFile(uintptr(fd), "stat")
+	defer f.Close()
+	b, err := readUpTo(f, make([]byte, 0, 1024), 4096)
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces and parentheses: the
+	// fields after it start after the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	fields := strings.Fields(s[i+1:])
+	const startTimeField = 22 - 3 // fields after the name start at field 3
+	if len(fields) <= startTimeField {
+		return 0, errors.New("malformed stat")
+	}
+	return strconv.ParseUint(fields[startTimeField], 10, 64)
+}

@@ -1,0 +1,60 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+package runtime
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/inroot"
+)
+
+// The reader takes the identity of the container's process: its IDs mapped to the host through
+// a user namespace, and a root user's missing DAC capabilities.
+func TestFSCredsOf(t *testing.T) {
+	caps := func(eff ...string) *specs.LinuxCapabilities { return &specs.LinuxCapabilities{Effective: eff} }
+	cases := []struct {
+		name string
+		spec specs.Spec
+		want inroot.Creds
+	}{
+		{name: "non-root with groups", spec: specs.Spec{Process: &specs.Process{
+			User: specs.User{UID: 1000, GID: 2000, AdditionalGids: []uint32{2000, 3000}}}},
+			want: inroot.Creds{UID: 1000, GID: 2000, Groups: []uint32{2000, 3000}}},
+		{name: "root with the default capabilities", spec: specs.Spec{Process: &specs.Process{
+			Capabilities: caps("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")}},
+			want: inroot.Creds{NoDACReadSearch: true}}, // CAP_DAC_OVERRIDE alone reads anything
+		{name: "root with capabilities dropped", spec: specs.Spec{Process: &specs.Process{Capabilities: caps()}},
+			want: inroot.Creds{NoDACOverride: true, NoDACReadSearch: true}},
+		{name: "user namespace", spec: specs.Spec{
+			Process: &specs.Process{User: specs.User{UID: 0, GID: 5, AdditionalGids: []uint32{70000}},
+				Capabilities: caps("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")},
+			Linux: &specs.Linux{
+				UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}},
+				GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: 200000, Size: 65536}}}},
+			want: inroot.Creds{UID: 100000, GID: 200005, Groups: []uint32{overflowID}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fsCredsOf(&tc.spec); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("creds = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A file cat could not read is the probe's result, with cat's text.
+func TestUnreadableIsTheProbeResult(t *testing.T) {
+	err := error(unreadable{&inroot.Error{Path: "/tmp/idle", Err: unix.ENOENT}})
+	if !errors.Is(err, prober.ErrFileUnreadable) || !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("%v does not wrap ErrFileUnreadable and ENOENT", err)
+	}
+	if want := "cat: /tmp/idle: No such file or directory"; err.Error() != want {
+		t.Fatalf("message %q, want %q", err.Error(), want)
+	}
+}
