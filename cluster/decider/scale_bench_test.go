@@ -43,6 +43,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/decider"
+	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
@@ -311,7 +312,8 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		// As the deployment does (cluster/cmd/probeshim-cluster).
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -354,8 +356,9 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	}
 	row(pre+"decider start", "%d workers: cache synced in %.1f s; initial reconciles done at %.1f s (%d reconciles); %.1f s CPU (API server+etcd %.1f s)",
 		workers, syncTime.Seconds(), settleTime.Seconds(), int(rec1-rec0), cpuStart, apiStart)
-	row(pre+"decider memory", "+%.0f MB live heap, +%.0f MB RSS over the baseline (%.0f MB / %.0f MB total)",
-		heap1-heap0, rss1-rss0, heap1, rss1)
+	row(pre+"decider memory", "+%.0f MB live heap, +%.0f MB RSS over the baseline (%.0f MB / %.0f MB total); %.0f B of live heap per pod (slim pods, podcache)",
+		heap1-heap0, rss1-rss0, heap1, rss1, (heap1-heap0)*1e6/float64(len(r.pods)))
+	b.ReportMetric((heap1-heap0)*1e6/float64(len(r.pods)), pre+"heap-B/pod")
 	b.ReportMetric(syncTime.Seconds(), pre+"sync-s")
 	b.ReportMetric(settleTime.Seconds(), pre+"settle-s")
 	b.ReportMetric(cpuStart, pre+"start-cpu-s")
