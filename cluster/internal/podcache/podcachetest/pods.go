@@ -104,9 +104,9 @@ func Pod(ns string, i int, o Options) *corev1.Pod {
 				UID: "2b1f0e9d-8c7b-4a6f-9e5d-4c3b2a1f0e9d", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 			ManagedFields: []metav1.ManagedFieldsEntry{
 				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now,
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(specFields)}},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(specFields)},
 				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now,
-					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(statusFields)}, Subresource: "status"},
+					FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(statusFields), Subresource: "status"},
 			},
 		},
 		Spec: corev1.PodSpec{
