@@ -12,7 +12,9 @@
 // spec.nodeName, hostNetwork, terminationGracePeriodSeconds, readinessGates; of each container
 // and init container the name, ports and restartPolicy, and its env names and values in a pod
 // using the enhanced liveness probe (the exec command's $(VAR) expansion); status.phase, podIP,
-// conditions; of each container status the name, containerID, restartCount, started and
+// conditions but the three no one here reads (ContainersReady, PodScheduled,
+// PodReadyToStartContainers: the kubelet's and the scheduler's own, which no marker may write);
+// of each container status the name, containerID, restartCount, started and
 // state.running.startedAt.
 //
 // The strings many pods share (namespace, node, label and annotation keys and values, owner,
@@ -23,6 +25,7 @@
 package podcache
 
 import (
+	"slices"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -119,16 +122,24 @@ func statuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	return out
 }
 
+// unreadConditions are the pod conditions no controller here reads.
+var unreadConditions = map[corev1.PodConditionType]bool{
+	corev1.ContainersReady: true, corev1.PodScheduled: true, corev1.PodReadyToStartContainers: true,
+}
+
 func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 	if in == nil {
 		return nil
 	}
-	out := make([]corev1.PodCondition, len(in))
-	for i, c := range in {
+	out := make([]corev1.PodCondition, 0, len(in))
+	for _, c := range in {
+		if unreadConditions[c.Type] {
+			continue
+		}
 		c.Type, c.Status, c.Reason = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
-		out[i] = c
+		out = append(out, c)
 	}
-	return out
+	return slices.Clip(out)
 }
 
 // internMap returns a copy of m without key drop, its keys and values interned.
