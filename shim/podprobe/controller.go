@@ -79,12 +79,11 @@ type Controller struct {
 	pods       map[string]podMeta    // pods of the spec, by UID
 	probes     map[prober.Key]string // probes being run, with their handler kind
 	dirty      bool
+	lastWrite  time.Time // when the last write started
 	// Message-only changes: the book holds them at once, but they make the
 	// status dirty only MessageInterval after the last write that carried
 	// such changes (messagesWritten); meanwhile any other write carries them,
 	// and at messagesDue at the latest they are written.
-	// lastWrite is when the last write started.
-	lastWrite       time.Time
 	messagesPending bool
 	messagesWritten time.Time
 	messagesDue     time.Time
@@ -300,10 +299,7 @@ func (c *Controller) wakeLocked() {
 
 func (c *Controller) markDirtyLocked() {
 	c.dirty = true
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.wakeLocked()
 }
 
 // write sends the status whenever it changed, at most once per
