@@ -25,7 +25,6 @@
 package podcache
 
 import (
-	"slices"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,7 +130,13 @@ func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 	if in == nil {
 		return nil
 	}
-	out := make([]corev1.PodCondition, 0, len(in))
+	n := 0
+	for _, c := range in {
+		if !unreadConditions[c.Type] {
+			n++
+		}
+	}
+	out := make([]corev1.PodCondition, 0, n) // exactly: the cache holds it for the pod's life
 	for _, c := range in {
 		if unreadConditions[c.Type] {
 			continue
@@ -139,7 +144,7 @@ func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 		c.Type, c.Status, c.Reason = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
 		out = append(out, c)
 	}
-	return slices.Clip(out)
+	return out
 }
 
 // internMap returns a copy of m without key drop, its keys and values interned.
