@@ -102,7 +102,8 @@ row-bins: deps-runc-build
 	@pids=; for row in $(or $(ROW),$(ROWS)); do e2e/rowenv.sh $$row >/dev/null & pids="$$pids $$!"; done; \
 	rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
-## bench: benchmarks that print numbers: the engine and handlers alone, then (as root) the node
+## bench: benchmarks that print numbers: the engine and handlers alone, the cluster deployment's memory per
+## cached pod (whole, before and slim, through envtest when its binaries are there), then (as root) the node
 ## service on the rig — probe cost side by side with the kubelet, 100 pods at scale, exec and netns
 ## dial ratios against a real containerd, CRI latency through the proxy vs containerd directly — and
 ## the liveness decider's reaction (status Failed to request to kill, p50/p99). In between, the

@@ -249,38 +249,25 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // pod is the cache's own object, read only; view returns the pod to use from then on: a copy
 // of it when the reconcile may write to it (a failure or a request in flight).
 func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe, now time.Time) (Pod, *corev1.Pod, error) {
-	v := Pod{
-		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: podReady(pod),
-		OptedOut: pod.Annotations[AnnotationRestartDisabled] == "true",
-	}
 	// Anyone's request makes any pod of the workload unavailable.
 	active, err := d.activeRequest(ctx, pod)
 	if err != nil {
-		return v, pod, err
+		return Pod{}, pod, err
 	}
-	v.Recreating = active
 	npp, err := d.nodePodProbe(ctx, pod.Spec.NodeName, npps)
 	if err != nil {
-		return v, pod, err
+		return Pod{}, pod, err
 	}
-	if npp != nil {
-		if since, silent := v1alpha1.NodeServiceSilence(npp); silent {
-			v.NodeServiceSilent = v1alpha1.SilentMessage(pod.Spec.NodeName, since)
-		}
-	}
+	v, recErr := podView(pod, npp)
+	v.Recreating = active
 	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return v, pod, nil // counts for the workload's size and availability only
 	}
-	v.Failing = failures(pod, npp)
-	if len(v.Failing) > 0 {
-		v.Containers = instances(pod)
-	}
-	rec, err := ParseRecord(pod.Annotations)
-	if err != nil {
+	if recErr != nil {
 		// Someone edited it: acting as if nothing was done is the only reading left; say so.
-		logf.FromContext(ctx).Error(err, "ignoring an unreadable restart record", "pod", klog.KObj(pod))
+		logf.FromContext(ctx).Error(recErr, "ignoring an unreadable restart record", "pod", klog.KObj(pod))
 	}
-	v.Record = rec
+	rec := v.Record
 	if len(v.Failing) == 0 && rec.Request == "" {
 		return v, pod, nil // nothing to decide or follow up
 	}
@@ -292,6 +279,30 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1
 	}
 	v.Record, v.Recreating = rec, active
 	return v, pod, nil
+}
+
+// podView is what pod's cached object and its node's NodePodProbe (nil: none) tell Decide of it:
+// everything but the requests in flight. err is an unreadable restart record, read as none.
+func podView(pod *corev1.Pod, npp *v1alpha1.NodePodProbe) (Pod, error) {
+	v := Pod{
+		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: podReady(pod),
+		OptedOut: pod.Annotations[AnnotationRestartDisabled] == "true",
+	}
+	if npp != nil {
+		if since, silent := v1alpha1.NodeServiceSilence(npp); silent {
+			v.NodeServiceSilent = v1alpha1.SilentMessage(pod.Spec.NodeName, since)
+		}
+	}
+	if !v1alpha1.UsesEnhancedLiveness(pod) {
+		return v, nil
+	}
+	v.Failing = failures(pod, npp)
+	if len(v.Failing) > 0 {
+		v.Containers = instances(pod)
+	}
+	rec, err := ParseRecord(pod.Annotations)
+	v.Record = rec
+	return v, err
 }
 
 // markSeen stamps each failure of views with when the decider first saw it and the container

@@ -43,6 +43,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/decider"
+	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
@@ -305,13 +306,20 @@ func runScale(b *testing.B, dir string) {
 // it.
 func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, heap0, rss0 float64, row func(string, string, ...any)) (stop func()) {
 	b := r.b
+	// As the deployment does (cluster/cmd/probeshim-cluster); PROBESHIM_SCALE_WHOLE_PODS=1 caches
+	// whole pods (less their managed fields), as it did before podcache, for comparison.
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}}
+	podsCached := "slim pods, podcache"
+	if os.Getenv("PROBESHIM_SCALE_WHOLE_PODS") == "1" {
+		cacheOpts.ByObject, podsCached = nil, "whole pods, PROBESHIM_SCALE_WHOLE_PODS"
+	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(r.cfg), ctrl.Options{
 		Scheme:                 r.scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		// As the deployment does (cluster/cmd/probeshim-cluster).
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                  cacheOpts,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -354,8 +362,9 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	}
 	row(pre+"decider start", "%d workers: cache synced in %.1f s; initial reconciles done at %.1f s (%d reconciles); %.1f s CPU (API server+etcd %.1f s)",
 		workers, syncTime.Seconds(), settleTime.Seconds(), int(rec1-rec0), cpuStart, apiStart)
-	row(pre+"decider memory", "+%.0f MB live heap, +%.0f MB RSS over the baseline (%.0f MB / %.0f MB total)",
-		heap1-heap0, rss1-rss0, heap1, rss1)
+	row(pre+"decider memory", "+%.0f MB live heap, +%.0f MB RSS over the baseline (%.0f MB / %.0f MB total); %.0f B of live heap per pod (%s)",
+		heap1-heap0, rss1-rss0, heap1, rss1, (heap1-heap0)*1e6/float64(len(r.pods)), podsCached)
+	b.ReportMetric((heap1-heap0)*1e6/float64(len(r.pods)), pre+"heap-B/pod")
 	b.ReportMetric(syncTime.Seconds(), pre+"sync-s")
 	b.ReportMetric(settleTime.Seconds(), pre+"settle-s")
 	b.ReportMetric(cpuStart, pre+"start-cpu-s")

@@ -133,7 +133,14 @@ type Probes struct {
 	MaxConcurrentExecs int `json:"maxConcurrentExecs,omitempty"`
 	// MaxConcurrentNetwork bounds HTTP, TCP and gRPC probes.
 	MaxConcurrentNetwork int `json:"maxConcurrentNetwork,omitempty"`
+	// MessageIntervalSeconds is the least time between two NodePodProbe status writes that only
+	// publish new probe messages (a state change is written at once; a held message goes with
+	// the next write, at the latest after the interval). Default 10; -1: every message at once.
+	MessageIntervalSeconds int `json:"messageIntervalSeconds,omitempty"`
 }
+
+// DefaultMessageIntervalSeconds is probes.messageIntervalSeconds's default.
+const DefaultMessageIntervalSeconds = 10
 
 // CRIProxy configures CRI proxy mode.
 type CRIProxy struct {
@@ -183,6 +190,7 @@ var flagSpecs = []flagSpec{
 	{"heartbeat-endpoint", "the cluster deployment's heartbeat endpoint, https://host:port, for an identity that may not write its Lease (the kubelet's) (default: published in the ConfigMap probeshim-heartbeat of the Lease namespace)", func(c *Config) any { return &c.Heartbeat.Endpoint }},
 	{"heartbeat-endpoint-ca-file", "CA bundle that verifies the heartbeat endpoint (default: the published one)", func(c *Config) any { return &c.Heartbeat.EndpointCAFile }},
 	{"max-concurrent-network-probes", fmt.Sprintf("HTTP, TCP and gRPC probes running at once at most (default %d)", prober.DefaultNetworkConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentNetwork }},
+	{"message-interval-seconds", fmt.Sprintf("least seconds between two status writes that only change probe messages; -1: no bound (default %d)", DefaultMessageIntervalSeconds), func(c *Config) any { return &c.Probes.MessageIntervalSeconds }},
 }
 
 // Load registers the flags on fs, parses args, reads the config file
@@ -336,6 +344,9 @@ func (c *Config) complete(h host) error {
 	if c.Probes.MaxConcurrentNetwork == 0 {
 		c.Probes.MaxConcurrentNetwork = prober.DefaultNetworkConcurrency
 	}
+	if c.Probes.MessageIntervalSeconds == 0 {
+		c.Probes.MessageIntervalSeconds = DefaultMessageIntervalSeconds
+	}
 	if c.Heartbeat.Namespace == "" {
 		c.Heartbeat.Namespace = heartbeat.DefaultNamespace
 	}
@@ -391,6 +402,9 @@ func (c *Config) Validate() error {
 		if p.n < 1 || p.n > maxConcurrency {
 			bad(p.field, "%d must be from 1 to %d", p.n, maxConcurrency)
 		}
+	}
+	if n := c.Probes.MessageIntervalSeconds; n < -1 || n > 3600 {
+		bad("probes.messageIntervalSeconds", "%d must be from 1 to 3600, or -1 for no bound", n)
 	}
 	if msgs := validation.IsDNS1123Label(c.Heartbeat.Namespace); len(msgs) > 0 {
 		bad("heartbeat.namespace", "%q is not a valid namespace: %s", c.Heartbeat.Namespace, strings.Join(msgs, "; "))

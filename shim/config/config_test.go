@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
 		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
 		CRIProxy:  CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
-		Probes:    Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256},
+		Probes:    Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256, MessageIntervalSeconds: 10},
 		Heartbeat: Heartbeat{Namespace: "probeshim-node-lease", LeaseDurationSeconds: 40, RenewIntervalSeconds: 10},
 	}
 	if *c != want {
@@ -185,6 +185,7 @@ func TestValidation(t *testing.T) {
 		{[]string{"--log-level", "loud"}, `logLevel: "loud" is not one of`},
 		{[]string{"--max-concurrent-execs", "-1"}, "probes.maxConcurrentExecs: -1 must be from 1 to 10000"},
 		{[]string{"--max-concurrent-network-probes", "100000"}, "probes.maxConcurrentNetwork: 100000 must be from 1 to 10000"},
+		{[]string{"--message-interval-seconds", "-2"}, "probes.messageIntervalSeconds: -2 must be from 1 to 3600, or -1 for no bound"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "not defined"},
 	} {
@@ -209,13 +210,13 @@ func TestValidation(t *testing.T) {
 // The probe pools' sizes come from the file, a flag overriding it.
 func TestProbeConcurrency(t *testing.T) {
 	h := detect("node-a", false)
-	f := writeFile(t, "probes:\n  maxConcurrentExecs: 4\n  maxConcurrentNetwork: 64\n")
+	f := writeFile(t, "probes:\n  maxConcurrentExecs: 4\n  maxConcurrentNetwork: 64\n  messageIntervalSeconds: 30\n")
 	c, err := loadOn(t, h, "--config", f)
-	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64}) {
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64, MessageIntervalSeconds: 30}) {
 		t.Fatalf("from the file: %+v, %v", c.Probes, err)
 	}
-	c, err = loadOn(t, h, "--config", f, "--max-concurrent-network-probes", "8")
-	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8}) {
+	c, err = loadOn(t, h, "--config", f, "--max-concurrent-network-probes", "8", "--message-interval-seconds", "-1")
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8, MessageIntervalSeconds: -1}) {
 		t.Fatalf("with a flag: %+v, %v", c.Probes, err)
 	}
 }

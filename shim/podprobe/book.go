@@ -100,22 +100,27 @@ func (b *book) retain(spec *v1alpha1.NodePodProbeSpec, refused []refusal, now ti
 	return changed
 }
 
-// apply records a result of the engine. It reports whether the status changed
-// and, for a change of state to Succeeded or Failed, the transition.
-func (b *book) apply(pod podMeta, u prober.Update) (changed bool, t *transition) {
+// apply records a result of the engine. It reports whether the status changed,
+// whether only a message changed (the state is the one the book held), and,
+// for a change of state to Succeeded or Failed, the transition.
+func (b *book) apply(pod podMeta, u prober.Update) (changed, messageOnly bool, t *transition) {
 	state := stateOf(u.Result)
 	if state == v1alpha1.ProbeUnknown && u.Message == "" {
 		// The engine's first word on a container it has not probed yet. A
 		// state seeded from an earlier run is better than that.
 		if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil {
-			return false, nil
+			return false, false, nil
 		}
+	}
+	known := false
+	if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil {
+		known = true
 	}
 	prev, changed := b.set(pod, u.Key.Probe, state, u.Message, u.Time)
 	if changed && prev != state && state != v1alpha1.ProbeUnknown {
 		t = &transition{pod: pod, probe: u.Key.Probe, state: state, message: u.Message}
 	}
-	return changed, t
+	return changed, changed && known && prev == state, t
 }
 
 // set stores a state and returns the previous one and whether anything changed.

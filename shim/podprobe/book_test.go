@@ -26,30 +26,30 @@ func update(probe string, r prober.Result, msg string, at time.Time) prober.Upda
 
 func TestBookTransitionsAndMessages(t *testing.T) {
 	b := newBook()
-	changed, tr := b.apply(web, update("m#idle", prober.Unknown, "", t0))
-	if !changed || tr != nil {
+	changed, msgOnly, tr := b.apply(web, update("m#idle", prober.Unknown, "", t0))
+	if !changed || msgOnly || tr != nil {
 		t.Fatalf("first Unknown: changed=%v transition=%v, want a change without event", changed, tr)
 	}
-	changed, tr = b.apply(web, update("m#idle", prober.Success, "ok", t0.Add(time.Second)))
-	if !changed || tr == nil || tr.state != v1alpha1.ProbeSucceeded {
+	changed, msgOnly, tr = b.apply(web, update("m#idle", prober.Success, "ok", t0.Add(time.Second)))
+	if !changed || msgOnly || tr == nil || tr.state != v1alpha1.ProbeSucceeded {
 		t.Fatalf("Unknown→Success: changed=%v transition=%+v", changed, tr)
 	}
-	changed, tr = b.apply(web, update("m#idle", prober.Success, "still ok", t0.Add(2*time.Second)))
-	if !changed || tr != nil {
-		t.Fatalf("message-only change: changed=%v transition=%v, want a change without event", changed, tr)
+	changed, msgOnly, tr = b.apply(web, update("m#idle", prober.Success, "still ok", t0.Add(2*time.Second)))
+	if !changed || !msgOnly || tr != nil {
+		t.Fatalf("message-only change: changed=%v messageOnly=%v transition=%v, want a message-only change without event", changed, msgOnly, tr)
 	}
 	st := b.status()[0].ProbeStates[0]
 	if st.Message != "still ok" || !st.LastTransitionTime.Time.Equal(t0.Add(time.Second)) || !st.LastProbeTime.Time.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("state after message change: %+v", st)
 	}
-	if changed, _ := b.apply(web, update("m#idle", prober.Success, "still ok", t0.Add(3*time.Second))); changed {
+	if changed, _, _ := b.apply(web, update("m#idle", prober.Success, "still ok", t0.Add(3*time.Second))); changed {
 		t.Fatal("identical result must not dirty the status")
 	}
-	_, tr = b.apply(web, update("m#idle", prober.Unknown, "container restarted", t0.Add(4*time.Second)))
+	_, _, tr = b.apply(web, update("m#idle", prober.Unknown, "container restarted", t0.Add(4*time.Second)))
 	if tr != nil || b.status()[0].ProbeStates[0].State != v1alpha1.ProbeUnknown {
 		t.Fatalf("container restart must report Unknown without an event, got %+v", b.status())
 	}
-	_, tr = b.apply(web, update("m#idle", prober.Failure, "exit 1", t0.Add(5*time.Second)))
+	_, _, tr = b.apply(web, update("m#idle", prober.Failure, "exit 1", t0.Add(5*time.Second)))
 	if tr == nil || tr.state != v1alpha1.ProbeFailed {
 		t.Fatalf("Unknown→Failure must be a transition, got %+v", tr)
 	}
@@ -62,10 +62,10 @@ func TestBookSeedSurvivesRestart(t *testing.T) {
 		ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#idle", State: v1alpha1.ProbeSucceeded, Message: "ok"}},
 	}}})
 	// A restarted engine first says Unknown with no message: keep the seeded state.
-	if changed, _ := b.apply(web, update("m#idle", prober.Unknown, "", t0)); changed {
+	if changed, _, _ := b.apply(web, update("m#idle", prober.Unknown, "", t0)); changed {
 		t.Fatal("the engine's first Unknown must not overwrite a seeded state")
 	}
-	if changed, tr := b.apply(web, update("m#idle", prober.Success, "ok", t0)); changed || tr != nil {
+	if changed, _, tr := b.apply(web, update("m#idle", prober.Success, "ok", t0)); changed || tr != nil {
 		t.Fatalf("same result as seeded: changed=%v transition=%v", changed, tr)
 	}
 }

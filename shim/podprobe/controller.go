@@ -54,7 +54,15 @@ type Config struct {
 	// RefreshInterval is how often lastProbeTime is refreshed when nothing
 	// else changed (default 1 min).
 	RefreshInterval time.Duration
+	// MessageInterval is the least time between two writes that only
+	// publish new messages (default DefaultMessageInterval; negative: no
+	// bound). An exec probe printing a timestamp changes its message every
+	// period; each write also rewrites the pods' conditions in the cluster.
+	MessageInterval time.Duration
 }
+
+// DefaultMessageInterval bounds message-only writes to one per 10 s per node.
+const DefaultMessageInterval = 10 * time.Second
 
 // Controller keeps the engine's probes equal to this node's NodePodProbe spec
 // and writes the results to its status.
@@ -71,6 +79,14 @@ type Controller struct {
 	pods       map[string]podMeta    // pods of the spec, by UID
 	probes     map[prober.Key]string // probes being run, with their handler kind
 	dirty      bool
+	lastWrite  time.Time // when the last write started
+	// Message-only changes: the book holds them at once, but they make the
+	// status dirty only MessageInterval after the last write that carried
+	// such changes (messagesWritten); meanwhile any other write carries them,
+	// and at messagesDue at the latest they are written.
+	messagesPending bool
+	messagesWritten time.Time
+	messagesDue     time.Time
 }
 
 // New returns a Controller; Run starts it.
@@ -80,6 +96,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.RefreshInterval <= 0 {
 		cfg.RefreshInterval = time.Minute
+	}
+	if cfg.MessageInterval == 0 {
+		cfg.MessageInterval = DefaultMessageInterval
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -192,8 +211,11 @@ func (c *Controller) apply(u prober.Update) {
 		c.mu.Unlock()
 		return // a result that raced with the probe's removal
 	}
-	changed, t := c.book.apply(pod, u)
-	if changed {
+	changed, messageOnly, t := c.book.apply(pod, u)
+	switch {
+	case changed && messageOnly:
+		c.holdMessageLocked()
+	case changed:
 		c.markDirtyLocked()
 	}
 	c.mu.Unlock()
@@ -223,12 +245,61 @@ func (c *Controller) event(t *transition) {
 	c.cfg.Events.Event(ref, typ, reason, msg)
 }
 
-func (c *Controller) markDirtyLocked() {
-	c.dirty = true
+// holdMessageLocked notes a message-only change: written at once when no such
+// change was written within MessageInterval, else with the next write or at
+// the end of the interval.
+func (c *Controller) holdMessageLocked() {
+	c.messagesPending = true
+	if c.dirty {
+		return // the pending write carries it
+	}
+	due := c.messagesWritten.Add(c.cfg.MessageInterval)
+	if c.cfg.MessageInterval < 0 || !c.cfg.Clock.Now().Before(due) {
+		c.markDirtyLocked()
+		return
+	}
+	if c.messagesDue.IsZero() {
+		c.messagesDue = due
+		c.wakeLocked() // the writer sets its timer
+	}
+}
+
+// releaseMessages makes held messages dirty once they are due.
+func (c *Controller) releaseMessages() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.messagesDue.IsZero() || c.cfg.Clock.Now().Before(c.messagesDue) {
+		return
+	}
+	c.messagesDue = time.Time{}
+	if c.messagesPending {
+		c.markDirtyLocked()
+	}
+}
+
+func (c *Controller) lastWriteAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastWrite
+}
+
+// messagesDueAt is when held messages are due (zero: none are held).
+func (c *Controller) messagesDueAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.messagesDue
+}
+
+func (c *Controller) wakeLocked() {
 	select {
 	case c.kick <- struct{}{}:
 	default:
 	}
+}
+
+func (c *Controller) markDirtyLocked() {
+	c.dirty = true
+	c.wakeLocked()
 }
 
 // write sends the status whenever it changed, at most once per
@@ -240,16 +311,32 @@ func (c *Controller) write(ctx context.Context) {
 	defer refresh.Stop()
 	backoff := wait.Backoff{Duration: c.cfg.WriteInterval, Factor: 2, Steps: 1 << 30, Cap: 10 * time.Second, Jitter: 0.1}
 	retry := backoff
-	var last time.Time
+	// The timer of held messages (holdMessageLocked), set while some are held.
+	var messages clock.Timer
+	defer func() {
+		if messages != nil {
+			messages.Stop()
+		}
+	}()
 	for {
+		var messagesC <-chan time.Time
+		if due := c.messagesDueAt(); !due.IsZero() {
+			if messages == nil {
+				messages = c.cfg.Clock.NewTimer(due.Sub(c.cfg.Clock.Now()))
+			}
+			messagesC = messages.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.kick:
 		case <-refresh.C():
 			c.refreshProbeTimes()
+		case <-messagesC:
+			messages = nil
+			c.releaseMessages()
 		}
-		if wait := c.cfg.WriteInterval - c.cfg.Clock.Since(last); wait > 0 {
+		if wait := c.cfg.WriteInterval - c.cfg.Clock.Since(c.lastWriteAt()); wait > 0 {
 			select {
 			case <-ctx.Done():
 				return
@@ -257,10 +344,7 @@ func (c *Controller) write(ctx context.Context) {
 			}
 		}
 		for {
-			wrote, err := c.flush(ctx)
-			if wrote {
-				last = c.cfg.Clock.Now()
-			}
+			_, err := c.flush(ctx)
 			if err == nil {
 				retry = backoff
 				break
@@ -303,6 +387,10 @@ func (c *Controller) flush(ctx context.Context) (wrote bool, err error) {
 		return false, nil
 	}
 	c.dirty = false
+	c.lastWrite = c.cfg.Clock.Now()
+	if c.messagesPending { // this write carries them
+		c.messagesPending, c.messagesWritten, c.messagesDue = false, c.cfg.Clock.Now(), time.Time{}
+	}
 	body, err := json.Marshal(map[string]any{"status": map[string]any{"podProbeStatuses": c.book.status()}})
 	c.mu.Unlock()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ var wt0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // newWriter starts only the writer goroutine; the test feeds the informer's objects and the
 // engine's results itself (onObject, apply).
-func newWriter(t *testing.T) *writerHarness {
+func newWriter(t *testing.T, edit ...func(*Config)) *writerHarness {
 	t.Helper()
 	api := &fakeAPI{patches: make(chan patch, 100)}
 	srv := httptest.NewServer(api)
@@ -127,8 +128,12 @@ func newWriter(t *testing.T) *writerHarness {
 	}
 	h := &writerHarness{t: t, api: api, clock: clocktest.New(wt0), engine: &fakeEngine{},
 		events: record.NewFakeRecorder(100), metrics: &writeCounter{}}
-	h.c = New(Config{Node: "node-a", Client: cl.Kruise, Engine: h.engine, Events: h.events, Metrics: h.metrics,
-		Log: log, Clock: h.clock, WriteInterval: time.Second, RefreshInterval: time.Minute})
+	cfg := Config{Node: "node-a", Client: cl.Kruise, Engine: h.engine, Events: h.events, Metrics: h.metrics,
+		Log: log, Clock: h.clock, WriteInterval: time.Second, RefreshInterval: time.Minute}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	h.c = New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.c.write(ctx) }()
@@ -312,6 +317,96 @@ func TestWriterMessageOnlyChange(t *testing.T) {
 	}
 	if n := len(h.events.Events); n != 1 {
 		t.Errorf("%d events, want 1 (the change to Failed only)", n)
+	}
+}
+
+// Message-only changes (an exec probe printing the time, every second) are written at most once
+// per MessageInterval (10 s by default): the first at once, the next ones held, and the latest of
+// them written when the interval ends, with its own probe time. A write for another reason (a new
+// state) carries the held message at once; nothing is held back after it.
+func TestWriterBoundsMessageOnlyWrites(t *testing.T) {
+	h := newWriter(t)
+	h.c.onObject(nodePodProbe(1, v1alpha1.NodePodProbeStatus{}, "a", "b"))
+	h.c.apply(update("a", prober.Failure, "tick 0", wt0))
+	h.next()
+	sec := func(n int) time.Time { return wt0.Add(time.Duration(n) * time.Second) }
+	// waitTimer waits until the writer has set its timer for the held messages (the refresh
+	// ticker is the other waiter), so stepping the clock reaches it.
+	waitTimer := func() {
+		t.Helper()
+		poll.Eventually(t, 5*time.Second, func() error {
+			if n := h.clock.Waiters(); n < 2 {
+				return fmt.Errorf("%d waiters on the clock, want the refresh ticker and the messages' timer", n)
+			}
+			return nil
+		})
+	}
+	writes := 1
+	for n := 1; n <= 31; n++ {
+		h.clock.Step(time.Second)
+		if n == 11 || n == 21 || n == 31 { // the end of an interval: the latest held message
+			p := h.next()
+			writes++
+			if want := wantBody([5]string{"a", "Failed", stamp(sec(n - 1)), stamp(wt0), fmt.Sprintf("tick %d", n-1)}); p.body != want {
+				t.Fatalf("at %d s: body\n%s\nwant\n%s", n, p.body, want)
+			}
+		}
+		if n == 31 {
+			break
+		}
+		h.c.apply(update("a", prober.Failure, fmt.Sprintf("tick %d", n), sec(n)))
+		switch n {
+		case 1: // the first message-only change in a while: at once
+			p := h.next()
+			writes++
+			if want := wantBody([5]string{"a", "Failed", stamp(sec(1)), stamp(wt0), "tick 1"}); p.body != want {
+				t.Fatalf("body\n%s\nwant\n%s", p.body, want)
+			}
+		case 2, 12, 22:
+			waitTimer()
+		}
+		h.none()
+	}
+	t.Logf("31 results of a 1 s exec probe printing the time: %d status writes (31 without the bound)", writes)
+	if writes != 5 {
+		t.Errorf("%d writes, want 5", writes)
+	}
+
+	// Held (written at 31 s), then another probe's first result: one write with both, at once.
+	h.clock.Step(time.Second)
+	h.c.apply(update("a", prober.Failure, "tick 32", sec(32)))
+	h.c.apply(update("b", prober.Success, "", sec(32)))
+	p := h.next()
+	want := wantBody([5]string{"a", "Failed", stamp(sec(32)), stamp(wt0), "tick 32"}, [5]string{"b", "Succeeded", stamp(sec(32)), stamp(sec(32)), ""})
+	if p.body != want {
+		t.Fatalf("body\n%s\nwant\n%s", p.body, want)
+	}
+	// Nothing is held any more: the interval's end writes nothing.
+	h.clock.Step(10 * time.Second)
+	poll.Eventually(t, 5*time.Second, func() error {
+		if !h.c.messagesDueAt().IsZero() || h.clock.Waiters() != 1 {
+			return fmt.Errorf("messages due at %v, %d waiters", h.c.messagesDueAt(), h.clock.Waiters())
+		}
+		return nil
+	})
+	h.none()
+	if n := len(h.events.Events); n != 2 {
+		t.Errorf("%d events, want 2 (a Failed, b Succeeded): a message is no event", n)
+	}
+}
+
+// With MessageInterval negative every message-only change is written (after WriteInterval).
+func TestWriterMessageIntervalOff(t *testing.T) {
+	h := newWriter(t, func(c *Config) { c.MessageInterval = -1 })
+	h.c.onObject(nodePodProbe(1, v1alpha1.NodePodProbeStatus{}, "a"))
+	h.c.apply(update("a", prober.Failure, "tick 0", wt0))
+	h.next()
+	for n := 1; n <= 3; n++ {
+		h.clock.Step(time.Second)
+		h.c.apply(update("a", prober.Failure, fmt.Sprintf("tick %d", n), wt0.Add(time.Duration(n)*time.Second)))
+		if p := h.next(); !strings.Contains(p.body, fmt.Sprintf(`"tick %d"`, n)) {
+			t.Fatalf("write %d: %s", n, p.body)
+		}
 	}
 }
 

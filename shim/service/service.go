@@ -301,6 +301,8 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 		Events:  events,
 		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.nppWrite},
 		Log:     s.log,
+		// -1 (no bound) stays negative.
+		MessageInterval: time.Duration(s.cfg.Probes.MessageIntervalSeconds) * time.Second,
 	})
 	api.executor = recreate.New(recreate.Config{
 		Node: s.cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,

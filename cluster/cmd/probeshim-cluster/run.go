@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,6 +32,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/decider"
+	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/cluster/leaserelay"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
@@ -91,10 +93,11 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true, // a rollout hands over at once instead of after the lease expires
 		WebhookServer:                 server,
-		// Pods are cached cluster-wide; their managed fields are most of their size and unused.
-		// Leases only of the node services' namespace, the one the deployment may read them in.
+		// Pods are cached cluster-wide: only the fields the controllers read (podcache), and no
+		// object's managed fields. Leases only of the node services' namespace, the one the
+		// deployment may read them in.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: heartbeat.CacheOptions()}},
+			ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: heartbeat.CacheOptions(), &corev1.Pod{}: podcache.ByObject()}},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
