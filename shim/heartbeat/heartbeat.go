@@ -20,7 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
@@ -32,12 +33,19 @@ const (
 	DefaultRenewInterval = 10 * time.Second
 )
 
+// KubeClient is what the heartbeat needs of a clientset: a *kubernetes.Clientset, a fake one or
+// shim/kube's narrow one.
+type KubeClient interface {
+	CoreV1() typedcorev1.CoreV1Interface
+	CoordinationV1() typedcoordinationv1.CoordinationV1Interface
+}
+
 // Config wires a Heartbeat.
 type Config struct {
 	// Node is this node's name: the lease's name and holder.
 	Node      string
 	Namespace string
-	Client    kubernetes.Interface
+	Client    KubeClient
 	// LeaseDuration is written as spec.leaseDurationSeconds; RenewInterval
 	// is how often spec.renewTime is renewed (and a failed renewal retried).
 	LeaseDuration time.Duration

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
@@ -39,7 +38,7 @@ type Relay interface {
 // RelayConfig wires a RelayClient.
 type RelayConfig struct {
 	// Kube reads the ConfigMap heartbeatapi.ConfigMapName in Namespace and the Service it names.
-	Kube      kubernetes.Interface
+	Kube      KubeClient
 	Namespace string
 	// URL is the endpoint's base URL (https://host:port) when configured; else the published
 	// Service's ClusterIP and port, reached through kube-proxy as any Service is from a node.

@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -83,7 +83,7 @@ type Config struct {
 	// Client talks to apps.kruise.io/v1alpha1 (shim/kube.Clients.Kruise).
 	Client rest.Interface
 	// Kube reads the pods bound to the node (shim/kube.Clients.Kube).
-	Kube kubernetes.Interface
+	Kube KubeClient
 	// Runtime runs exec preStop hooks and stops containers.
 	Runtime Runtime
 	// Containers is the runtime's view of containers (the tracker).
@@ -96,6 +96,12 @@ type Config struct {
 	Events record.EventRecorder
 	Log    logrus.FieldLogger
 	Clock  clock.Clock
+}
+
+// KubeClient is what the executor needs of a clientset: a *kubernetes.Clientset, a fake one or
+// shim/kube's narrow one.
+type KubeClient interface {
+	CoreV1() typedcorev1.CoreV1Interface
 }
 
 // Executor carries out this node's ContainerRecreateRequests.
