@@ -4,18 +4,15 @@ package decider_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +20,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -44,6 +39,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
+	"github.com/probeshim/probeshim/cluster/internal/scalebench"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
@@ -165,31 +161,11 @@ func runScale(b *testing.B, dir string) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		b.Fatal(err)
 	}
-	env := kubebin.Environment(dir, kubebin.CRDs())
-	env.Scheme = scheme
-	// etcd on tmpfs when there is one (envtest already runs it without fsync), with room for
-	// 100k objects and their history.
-	etcd := &envtest.Etcd{}
-	if d, err := os.MkdirTemp("/dev/shm", "probeshim-scale-etcd-"); err == nil {
-		etcd.DataDir = d
-		defer os.RemoveAll(d)
-	}
-	etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
-	env.ControlPlane.Etcd = etcd
-	api := env.ControlPlane.GetAPIServer().Configure()
-	api.Set("advertise-address", "127.0.0.1")
-	api.Set("endpoint-reconciler-type", "none")
-	// The loader's 64 concurrent writers: no queueing in the API server's own limits.
-	api.Set("max-requests-inflight", "2000")
-	api.Set("max-mutating-requests-inflight", "1000")
-	api.Set("enable-priority-and-fairness", "false")
-	cfg, err := env.Start()
+	cfg, stopEnv, err := scalebench.Start(dir, scheme)
 	if err != nil {
 		b.Fatalf("starting envtest from %s: %v", dir, err)
 	}
-	defer func() { _ = env.Stop() }()
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = -1, 0 // as ctrl.GetConfig does for the deployment: no client-side limit
+	defer stopEnv()
 	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		b.Fatal(err)
@@ -229,7 +205,7 @@ func runScale(b *testing.B, dir string) {
 	genCPU := r.controlWrites(ctx, k)
 	row("generator alone", "%.2f s CPU for %d NodePodProbe status writes (+ the watch)", genCPU, k)
 
-	heap0, rss0 := scaleMem()
+	heap0, rss0 := scalebench.Mem()
 	row("heap before decider", "%.0f MB live heap, %.0f MB RSS (the generator's bookkeeping)", heap0, rss0)
 
 	// The decider, with its default workers; the burst again with more workers after.
@@ -262,12 +238,12 @@ func runScale(b *testing.B, dir string) {
 		stop := r.startDecider(ctx, run.workers, pre, heap0, rss0, row)
 		for _, ph := range run.phases {
 			if ph.config != "" && ri == 0 {
-				c0, a0, t0 := scaleCPU(), scaleChildCPU(), time.Now()
+				c0, a0, t0 := scalebench.CPU(), scalebench.ChildCPU(), time.Now()
 				r.setConfig(ctx, ph.config)
 				time.Sleep(3 * time.Second) // the ConfigMap reaches the decider's own cache
 				r.settle(ctx, 5*time.Minute)
 				row("config change", "%.1f s until settled, %.2f s CPU (API server+etcd %.2f s): every failing workload decided again",
-					time.Since(t0).Seconds(), scaleCPU()-c0, scaleChildCPU()-a0)
+					time.Since(t0).Seconds(), scalebench.CPU()-c0, scalebench.ChildCPU()-a0)
 			}
 			res := r.phase(ctx, ph.name, ph.n, ph.spread)
 			name := pre + ph.name
@@ -285,7 +261,7 @@ func runScale(b *testing.B, dir string) {
 				b.ReportMetric(float64(res.missed), name+"-missed")
 			}
 		}
-		heap2, rss2 := scaleMem()
+		heap2, rss2 := scalebench.Mem()
 		row(pre+"memory after", "+%.0f MB live heap, +%.0f MB RSS over the baseline", heap2-heap0, rss2-rss0)
 		if ri == 0 {
 			b.ReportMetric(heap2-heap0, "heap-after-MB")
@@ -327,8 +303,8 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	if err := decider.SetupWithManager(mgr, decider.Options{Namespace: scaleDeciderNS, Workers: workers}); err != nil {
 		b.Fatal(err)
 	}
-	apiCPU0 := scaleChildCPU()
-	cpu0 := scaleCPU()
+	apiCPU0 := scalebench.ChildCPU()
+	cpu0 := scalebench.CPU()
 	_, _, rec0, _ := scaleQueue()
 	start := time.Now()
 	mctx, mcancel := context.WithCancel(ctx)
@@ -354,9 +330,9 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	syncTime := time.Since(start)
 	r.settle(ctx, 10*time.Minute)
 	settleTime := time.Since(start)
-	cpuStart, apiStart := scaleCPU()-cpu0, scaleChildCPU()-apiCPU0
+	cpuStart, apiStart := scalebench.CPU()-cpu0, scalebench.ChildCPU()-apiCPU0
 	_, _, rec1, _ := scaleQueue()
-	heap1, rss1 := scaleMem()
+	heap1, rss1 := scalebench.Mem()
 	if workers == 0 {
 		workers = 2
 	}
@@ -445,14 +421,14 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 		return t
 	}
 	templates := make([]corev1.PodTemplateSpec, len(r.wls))
-	if err := scaleParallel(ctx, len(r.wls), scaleLoadWorkers, func(i int) error {
+	if err := scalebench.Parallel(ctx, len(r.wls), scaleLoadWorkers, func(i int) error {
 		w := r.wls[i]
 		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.name}}
 		if w.kind == "StatefulSet" {
 			templates[i] = template(w, nil)
 			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: w.name},
 				Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(w.size)), Selector: sel, ServiceName: w.name, Template: templates[i]}}
-			if err := scaleCreate(ctx, r.cl, sts); err != nil {
+			if err := scalebench.Create(ctx, r.cl, sts); err != nil {
 				return err
 			}
 			w.owner = *metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))
@@ -460,7 +436,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 		}
 		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: w.name},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(w.size)), Selector: sel, Template: template(w, nil)}}
-		if err := scaleCreate(ctx, r.cl, dep); err != nil {
+		if err := scalebench.Create(ctx, r.cl, dep); err != nil {
 			return err
 		}
 		hash := fmt.Sprintf("%x", 0x5d0000000+i)
@@ -470,7 +446,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
 			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(w.size)),
 				Selector: &metav1.LabelSelector{MatchLabels: templates[i].Labels}, Template: templates[i]}}
-		if err := scaleCreate(ctx, r.cl, rs); err != nil {
+		if err := scalebench.Create(ctx, r.cl, rs); err != nil {
 			return err
 		}
 		w.owner = *metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
@@ -499,7 +475,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 	r.usedNode = make([]bool, nodes)
 	now := metav1.Now()
 	var done atomic.Int64
-	if err := scaleParallel(ctx, len(r.pods), scaleLoadWorkers, func(i int) error {
+	if err := scalebench.Parallel(ctx, len(r.pods), scaleLoadWorkers, func(i int) error {
 		p := r.pods[i]
 		w := r.wls[p.wl]
 		t := templates[p.wl].DeepCopy() // a response decodes into the maps
@@ -507,7 +483,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 		pod.Namespace, pod.Name = p.ns, p.name
 		pod.OwnerReferences = []metav1.OwnerReference{w.owner}
 		pod.Spec.NodeName = fmt.Sprintf("node-%05d", p.node)
-		if err := scaleCreate(ctx, r.cl, pod); err != nil {
+		if err := scalebench.Create(ctx, r.cl, pod); err != nil {
 			return err
 		}
 		p.uid = pod.UID
@@ -526,7 +502,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 			})
 		}
-		if err := scaleRetry(ctx, func() error { return r.cl.Status().Update(ctx, pod) }); err != nil {
+		if err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, pod) }); err != nil {
 			return err
 		}
 		if n := done.Add(1); n%10000 == 0 {
@@ -538,7 +514,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 	}
 
 	r.nodes = make([]*v1alpha1.NodePodProbe, nodes)
-	return scaleParallel(ctx, nodes, scaleLoadWorkers, func(n int) error {
+	return scalebench.Parallel(ctx, nodes, scaleLoadWorkers, func(n int) error {
 		npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%05d", n)}}
 		for _, pi := range r.nodePods[n] {
 			p := r.pods[pi]
@@ -554,11 +530,11 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 			npp.Status.PodProbeStatuses = append(npp.Status.PodProbeStatuses, ps)
 		}
 		st := npp.Status
-		if err := scaleCreate(ctx, r.cl, npp); err != nil {
+		if err := scalebench.Create(ctx, r.cl, npp); err != nil {
 			return err
 		}
 		npp.Status = st
-		if err := scaleRetry(ctx, func() error { return r.cl.Status().Update(ctx, npp) }); err != nil {
+		if err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) }); err != nil {
 			return err
 		}
 		r.nodes[n] = npp
@@ -722,7 +698,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 	for i := range which {
 		which[i] = r.rng.IntN(len(r.nodes[0].Status.PodProbeStatuses[0].ProbeStates))
 	}
-	cpu0, api0, start := scaleCPU(), scaleChildCPU(), time.Now()
+	cpu0, api0, start := scalebench.CPU(), scalebench.ChildCPU(), time.Now()
 	flip := func(i int) error {
 		p := pods[i]
 		npp := r.nodes[p.node]
@@ -736,7 +712,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 			}
 		}
 		written[i] = time.Now()
-		err := scaleRetry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
+		err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
 		acked[i], rvs[i] = time.Now(), npp.ResourceVersion
 		return err
 	}
@@ -758,7 +734,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 		}
 		wg.Wait()
 	} else {
-		err = scaleParallel(ctx, len(pods), scaleWriters, flip)
+		err = scalebench.Parallel(ctx, len(pods), scaleWriters, flip)
 	}
 	if err != nil {
 		r.b.Fatalf("%s: writing liveness states: %v", name, err)
@@ -790,7 +766,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 	}
 	r.settle(ctx, 2*time.Minute)
 	res.window = time.Since(start)
-	res.cpu, res.api = scaleCPU()-cpu0, scaleChildCPU()-api0
+	res.cpu, res.api = scalebench.CPU()-cpu0, scalebench.ChildCPU()-api0
 	res.restarts = r.crrs.Load() - crrs0
 	_, _, rec1, sec1 := scaleQueue()
 	res.reconciles, res.reconcileSec = int(rec1-rec0), sec1-sec0
@@ -803,16 +779,16 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 // controlWrites makes n NodePodProbe status writes like a phase's (a probe time moves, no state
 // changes) before the decider runs, and returns the CPU they cost this process.
 func (r *scaleRig) controlWrites(ctx context.Context, n int) float64 {
-	cpu0 := scaleCPU()
+	cpu0 := scalebench.CPU()
 	nodes := r.rng.Perm(len(r.nodes))[:min(n, len(r.nodes))]
-	if err := scaleParallel(ctx, len(nodes), scaleWriters, func(i int) error {
+	if err := scalebench.Parallel(ctx, len(nodes), scaleWriters, func(i int) error {
 		npp := r.nodes[nodes[i]]
 		npp.Status.PodProbeStatuses[0].ProbeStates[0].LastProbeTime = metav1.Now()
-		return scaleRetry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
+		return scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
 	}); err != nil {
 		r.b.Fatalf("control writes: %v", err)
 	}
-	return scaleCPU() - cpu0
+	return scalebench.CPU() - cpu0
 }
 
 func (r *scaleRig) setConfig(ctx context.Context, doc string) {
@@ -871,110 +847,4 @@ func scaleQueue() (depth, active, total, seconds float64) {
 		}
 	}
 	return depth, active, total, seconds
-}
-
-// scaleCPU is this process's user+system CPU in seconds.
-func scaleCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
-// scaleChildCPU is the CPU of this process's running children (kube-apiserver, etcd).
-func scaleChildCPU() float64 {
-	me := strconv.Itoa(os.Getpid())
-	dirs, _ := os.ReadDir("/proc")
-	var ticks float64
-	for _, d := range dirs {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state ppid ... utime(12) stime(13)
-		if len(f) < 13 || f[1] != me {
-			continue
-		}
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		ticks += u + st
-	}
-	return ticks / 100 // USER_HZ
-}
-
-// scaleMem is the live heap after a GC and the RSS, in MB.
-func scaleMem() (heap, rss float64) {
-	runtime.GC()
-	debug.FreeOSMemory()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	heap = float64(ms.HeapAlloc) / 1e6
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				rss = kb / 1e3
-			}
-		}
-	}
-	return heap, rss
-}
-
-// scaleParallel runs f(0..n-1) on workers goroutines; the first error stops it.
-func scaleParallel(ctx context.Context, n, workers int, f func(i int) error) error {
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err; cancel() })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
-
-func scaleCreate(ctx context.Context, cl client.Client, o client.Object) error {
-	return scaleRetry(ctx, func() error { return cl.Create(ctx, o) })
-}
-
-// scaleRetry retries what an overloaded API server may answer.
-func scaleRetry(ctx context.Context, f func() error) error {
-	var err error
-	for i := 0; i < 8; i++ {
-		err = f()
-		if err == nil || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
-			apierrors.IsTimeout(err) || apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded)) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(100<<i) * time.Millisecond):
-		}
-	}
-	return err
 }

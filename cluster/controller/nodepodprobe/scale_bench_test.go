@@ -30,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/internal/scalebench"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
@@ -111,7 +112,8 @@ func runMarkerScale(b *testing.B, dir string) {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		// As probeshim-cluster's manager.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}},
 	})
 	if err != nil {
 		b.Fatal(err)
