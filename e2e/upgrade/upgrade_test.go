@@ -200,8 +200,8 @@ func TestUpgrade(t *testing.T) {
 	}
 	rep := watch.stop()
 	t.Logf("during the upgrade: %d polls of the marker condition and the NodePodProbe status, %d admission polls; "+
-		"longest admission gap %s (%d failed polls), rollout %s",
-		rep.statePolls, rep.admissionPolls, rep.longestGap.Round(time.Millisecond), rep.admissionFailures, rollout.Round(time.Millisecond))
+		"longest admission gap %s (%d failed polls; last error: %s), rollout %s",
+		rep.statePolls, rep.admissionPolls, rep.longestGap.Round(time.Millisecond), rep.admissionFailures, orNone(rep.lastAdmissionErr), rollout.Round(time.Millisecond))
 
 	t.Run("probes kept reporting", func(t *testing.T) {
 		if rep.statePolls == 0 {
@@ -524,6 +524,13 @@ func admits(ctx context.Context, c *framework.Cluster) error {
 		return fmt.Errorf("enhanced-liveness pod: not mutated (livenessProbe kept)")
 	}
 	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 func sleep(ctx context.Context, d time.Duration) {
