@@ -18,25 +18,25 @@ import (
 )
 
 // critestSkip are the specs left out because they cannot run here, not
-// because of the proxy: most pull images from a registry, and the rig has
-// none (no network either); two fail against containerd directly after a
-// 60 s timeout each, which would only make the runs slow. Everything else
-// runs. Eight specs fail both ways on containerd 2.4, for reasons of the rig
-// (logged with critest's messages): the busybox has no pgrep or ipcs
+// because of the proxy: those that need an image the rig's registry cannot
+// hold (one pinned by the upstream digest, ones with upstream programs), and
+// two that fail against containerd directly after a 60 s timeout each, which
+// would only make the runs slow. Everything else runs, the image specs too
+// (critestImages). Six specs fail both ways on containerd 2.4, for reasons of
+// the rig (logged with critest's messages): the busybox has no pgrep or ipcs
 // (execSync with timeout, HostIpc x2); WebImage is busybox httpd, not the
 // nginx the HostPID and ContainerPID specs look for; MaskedPaths finds no sh
-// on its PATH; the two SupplementalGroupsPolicy specs (not failing on
-// containerd 1.6, whose triple was 68/8/66) pull their image from a registry. Specs critest skips
+// on its PATH. Specs critest skips
 // by itself (NRI without -nri-socket, AppArmor disabled on the host, user
 // namespaces, benchmarks) are counted as skipped with critest's own reason.
 var critestSkip = []string{
-	`Image Manager`,                // pulls, tags and removes the cri-tools test images
-	`Image Consistency`,            // same
-	`Image Identifier Consistency`, // pulls one image from two registries
-	`Image Volume`,                 // mounts a pulled test image
-	`NoNewPrivs`,                   // pulls e2e-test-images/nonewprivs
-	`portforward in host network`,  // pulls cri-tools' hostnet-nginx
-	`port mapping with host port`,  // the rig's CNI config has no portmap plugin
+	// The cri-tools test images come from the rig's registry (critestImages), but for the one
+	// pinned by the digest of the upstream image's content.
+	`public image with digest`,
+	`Image Volume`,                // mounts a pulled test image and reads files of the upstream one
+	`NoNewPrivs`,                  // pulls e2e-test-images/nonewprivs
+	`portforward in host network`, // pulls cri-tools' hostnet-nginx
+	`port mapping with host port`, // the rig's CNI config has no portmap plugin
 	// Times out: busybox httpd writes nothing to the log it is checked for.
 	`multiple containers in a pod should support container log`,
 }
@@ -84,9 +84,9 @@ func runCritest(t *testing.T, c *framework.Cluster, label, sock string) critestR
 		"-runtime-endpoint", "unix://"+sock,
 		"-image-endpoint", "unix://"+sock,
 		"-test-images-file", imgs,
-		// A pull that a spec still attempts goes to a closed port on the
-		// netns' loopback and fails at once, never out of the machine.
-		"-registry-prefix", "127.0.0.1:9",
+		// No -registry-prefix: the specs pull critestImages by their own names
+		// through containerd's mirror config (the rig's registry), and compare
+		// the repo tags with those names.
 		"-parallel", fmt.Sprint(critestParallel),
 		"-ginkgo.skip", strings.Join(critestSkip, "|"),
 		"-ginkgo.no-color",

@@ -59,6 +59,7 @@ func images() []rig.Image {
 		GoPrograms: map[string]string{"/bin/stamp": "github.com/probeshim/probeshim/e2e/testimages/stamp"},
 		Cmd:        []string{"sh"},
 	}}
+	out = append(out, critestImages()...)
 	for _, ref := range append([]string{WebImage}, webImageAliases...) {
 		out = append(out, rig.Image{
 			Ref:     ref,

@@ -50,6 +50,8 @@ type Image struct {
 	Entries    []image.Entry
 	Entrypoint []string
 	Cmd        []string
+	// User is the config's user ("1002", "www-data", "1003:1003").
+	User string
 	// Index, when set, builds the image instead (the fields above are unused): the index the
 	// release builds, e.g. probeshim-cluster's from internal/ociimage. dir is for its files.
 	Index func(ctx context.Context, dir string) (v1.ImageIndex, error)
@@ -163,7 +165,7 @@ func (r *Rig) buildImages(ctx context.Context, imgs []Image, registry bool) erro
 			entries = append(entries, image.Entry{Path: dst, Source: built[pkg], Mode: 0o755})
 		}
 		entries = append(entries, img.Entries...)
-		spec := image.Spec{Ref: img.Ref, Entries: entries, Entrypoint: img.Entrypoint, Cmd: img.Cmd}
+		spec := image.Spec{Ref: img.Ref, Entries: entries, Entrypoint: img.Entrypoint, Cmd: img.Cmd, User: img.User}
 		if err := image.WriteFile(r.imageTar(img.Ref), spec); err != nil {
 			return err
 		}

@@ -370,7 +370,8 @@ The node service (pid in %s):
     less %s                 # its log (a node installed from the package logs to journald)
 
 The cluster's registry (%s, inside the netns) holds the images the demo runs; push your own there
-from inside the netns (e.g. crane push image.tar %s/me/app:1) and use them in pods as
+from inside the netns (e.g. crane push image.tar %s/me/app:1; build crane with go build -o
+/usr/local/bin/crane github.com/google/go-containerregistry/cmd/crane) and use them in pods as
 %s/me/app:1, imagePullPolicy IfNotPresent. docker.io names it holds serve as before
 (busybox:1.36 is %s/library/busybox:1.36).
 
