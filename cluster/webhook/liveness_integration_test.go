@@ -4,6 +4,7 @@ package webhook
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -103,6 +105,11 @@ func TestLivenessWebhookRejects(t *testing.T) {
 	needEnv(t)
 	pod := livenessPod("games", "bad", optIn)
 	pod.Spec.Containers[2].LivenessProbe.HTTPGet.Protocol = ptr.To(corev1.HTTPProtocolHTTP2)
+	// httpGet.protocol is new in Kubernetes 1.37: an older API server drops the unknown field
+	// when it decodes the pod, so no HTTP/2 probe reaches the webhook to be rejected.
+	if minor := serverMinor(t); minor < 37 {
+		t.Skipf("Kubernetes 1.%d has no httpGet.protocol (new in 1.37)", minor)
+	}
 	err := testEnv.admin.Create(context.Background(), pod)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("want Invalid, got %v", err)
@@ -116,4 +123,22 @@ func TestLivenessWebhookRejects(t *testing.T) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
+}
+
+// serverMinor is the API server's Kubernetes minor version.
+func serverMinor(t *testing.T) int {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(testEnv.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	if err != nil {
+		t.Fatalf("server version %+v: %v", v, err)
+	}
+	return minor
 }

@@ -28,8 +28,27 @@ func (r *Rig) StopComponent(name string) error {
 }
 
 // StartComponent starts a component stopped by StopComponent again, with the
-// same command line, and waits until it serves.
+// same command line, and waits until it serves. After the API server it also
+// restarts the controller-manager and the scheduler: while the API server
+// was away (and in its first seconds back, when RBAC still denies) their
+// informers backed off, up to a minute each, so a namespace's ServiceAccount
+// or a pod's binding could lag that long behind a test's next step.
 func (r *Rig) StartComponent(ctx context.Context, name string) error {
+	if err := r.startComponent(ctx, name); err != nil || name != "kube-apiserver" {
+		return err
+	}
+	for _, c := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if r.proc(c) == nil {
+			continue
+		}
+		if err := r.RestartComponent(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Rig) startComponent(ctx context.Context, name string) error {
 	if r.proc(name) != nil {
 		return fmt.Errorf("rig: %s is already running", name)
 	}
