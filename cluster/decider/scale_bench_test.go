@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -140,25 +138,15 @@ type scaleRig struct {
 	watchRestarts atomic.Int64
 }
 
-func scaleEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func runScale(b *testing.B, dir string) {
-	nodes := scaleEnv("PROBESHIM_SCALE_NODES", 5000)
-	podsPerNode := scaleEnv("PROBESHIM_SCALE_PODS_PER_NODE", 10)
-	containers := scaleEnv("PROBESHIM_SCALE_CONTAINERS", 2)
+	nodes := scalebench.Size("PROBESHIM_SCALE_NODES", 5000)
+	podsPerNode := scalebench.Size("PROBESHIM_SCALE_PODS_PER_NODE", 10)
+	containers := scalebench.Size("PROBESHIM_SCALE_CONTAINERS", 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	scheme := kruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := scalebench.Scheme()
+	if err != nil {
 		b.Fatal(err)
 	}
 	cfg, stopEnv, err := scalebench.Start(dir, scheme)
@@ -209,7 +197,7 @@ func runScale(b *testing.B, dir string) {
 	row("heap before decider", "%.0f MB live heap, %.0f MB RSS (the generator's bookkeeping)", heap0, rss0)
 
 	// The decider, with its default workers; the burst again with more workers after.
-	workers := scaleEnv("PROBESHIM_SCALE_WORKERS", 8)
+	workers := scalebench.Size("PROBESHIM_SCALE_WORKERS", 8)
 	type phase struct {
 		name   string
 		n      int

@@ -5,9 +5,7 @@ package nodepodprobe
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -62,24 +59,14 @@ func BenchmarkMarkerScale(b *testing.B) {
 
 const scaleNS = "game"
 
-func scaleEnv(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func runMarkerScale(b *testing.B, dir string) {
-	nodes := scaleEnv("PROBESHIM_SCALE_NODES", 5000)
-	perNode := scaleEnv("PROBESHIM_SCALE_PODS_PER_NODE", 10)
+	nodes := scalebench.Size("PROBESHIM_SCALE_NODES", 5000)
+	perNode := scalebench.Size("PROBESHIM_SCALE_PODS_PER_NODE", 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	scheme := kruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	scheme, err := scalebench.Scheme()
+	if err != nil {
 		b.Fatal(err)
 	}
 	cfg, stop, err := scalebench.Start(dir, scheme)

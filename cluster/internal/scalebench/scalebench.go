@@ -23,12 +23,31 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/kubebin"
 )
+
+// Size is the environment variable name as a positive number, or def.
+func Size(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// Scheme knows the built-in types and apps.kruise.io/v1alpha1.
+func Scheme() (*kruntime.Scheme, error) {
+	scheme := kruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, v1alpha1.AddToScheme(scheme)
+}
 
 // Start runs kube-apiserver and etcd from the binaries in dir with probeshim's CRDs: etcd on
 // tmpfs when there is one (envtest already runs it without fsync) with room for 100k objects and
