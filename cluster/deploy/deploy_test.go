@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -317,6 +318,13 @@ func TestRBACCoversControllers(t *testing.T) {
 
 // A real API server accepts every object of the build (schemas, CEL of the admission policies).
 func TestManifestsApply(t *testing.T) {
+	applied(t)
+}
+
+// applied starts a real API server, creates every object of the build on it (each refusal is an
+// error of t) and returns a client of it as the admin, and its config. The server stops with t.
+func applied(t *testing.T) (client.Client, *rest.Config) {
+	t.Helper()
 	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
 	if err != nil {
 		t.Skip("skipped: " + err.Error())
@@ -328,7 +336,7 @@ func TestManifestsApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop() //nolint:errcheck // the test is over: a stop that fails leaves processes that die with it
+	t.Cleanup(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
@@ -344,6 +352,7 @@ func TestManifestsApply(t *testing.T) {
 			t.Errorf("%T %s: %v", o, o.GetName(), err)
 		}
 	}
+	return c, cfg
 }
 
 // TestNodeLeaseRBAC: the lease namespace exists and both node identities may get, create, update

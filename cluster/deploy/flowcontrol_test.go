@@ -5,21 +5,13 @@ package deploy
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 // TestFlowSchemaMatchesNodeServices installs the manifests on a real API server (priority and
@@ -29,32 +21,11 @@ import (
 // (the response headers of priority and fairness say which); the kubelet's own pod reads and
 // anyone else's requests are not.
 func TestFlowSchemaMatchesNodeServices(t *testing.T) {
-	bin, err := kubebin.Dir("kubectl", "kube-apiserver", "etcd")
-	if err != nil {
-		t.Skip("skipped: " + err.Error())
-	}
-	objs := build(t, bin)
-	logf.SetLogger(logr.Discard())
-	env := kubebin.Environment(bin)
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop() //nolint:errcheck // the test is over: a stop that fails leaves processes that die with it
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = apiextensionsv1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
+	c, cfg := applied(t)
+	if t.Failed() {
+		return // the manifests did not apply: nothing below would mean anything
 	}
 	ctx := context.Background()
-	slices.SortStableFunc(objs, func(a, b client.Object) int { return rank(a) - rank(b) })
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("%T %s: %v", o, o.GetName(), err)
-		}
-	}
 	fs := &flowcontrolv1.FlowSchema{}
 	pl := &flowcontrolv1.PriorityLevelConfiguration{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "probeshim-nodes"}, fs); err != nil {
