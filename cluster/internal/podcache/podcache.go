@@ -10,7 +10,7 @@
 // Kept: the object metadata but the managed fields and kubectl's last-applied-configuration
 // annotation (labels, the other annotations, owner references, finalizers, deletion stamps);
 // spec.nodeName, hostNetwork, terminationGracePeriodSeconds, readinessGates; of each container
-// and init container the name, ports and restartPolicy, and its env names and values in a pod
+// and init container the name, ports, restartPolicy and startupProbe, and its env names and values in a pod
 // using the enhanced liveness probe (the exec command's $(VAR) expansion); status.phase, podIP,
 // conditions but the three no one here reads (ContainersReady, PodScheduled,
 // PodReadyToStartContainers: the kubelet's and the scheduler's own, which no marker may write);
@@ -94,7 +94,8 @@ func containers(in []corev1.Container, withEnv bool) []corev1.Container {
 	out := make([]corev1.Container, len(in))
 	for i := range in {
 		c := &in[i]
-		out[i] = corev1.Container{Name: intern(c.Name), Ports: c.Ports, RestartPolicy: c.RestartPolicy}
+		// StartupProbe: whether there is one decides the liveness controller's startup hold.
+		out[i] = corev1.Container{Name: intern(c.Name), Ports: c.Ports, RestartPolicy: c.RestartPolicy, StartupProbe: c.StartupProbe}
 		if withEnv && len(c.Env) > 0 {
 			// Names and plain values: a valueFrom variable expands to "" as before.
 			out[i].Env = make([]corev1.EnvVar, len(c.Env))

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -24,7 +25,8 @@ func TestSlimKeepsWhatIsRead(t *testing.T) {
 		pod.Spec.HostNetwork = true
 		pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/gate"}}
 		pod.Spec.InitContainers = []corev1.Container{{Name: "log-shipper", Image: "x", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-			Ports: []corev1.ContainerPort{{Name: "ship", ContainerPort: 24224}}, Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}}
+			Ports: []corev1.ContainerPort{{Name: "ship", ContainerPort: 24224}}, Env: []corev1.EnvVar{{Name: "A", Value: "b"}},
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(24224)}}}}}
 		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "log-shipper", ContainerID: "containerd://1", RestartCount: 2, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: pod.CreationTimestamp}}}}
 		pod.Status.ContainerStatuses[1].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
@@ -87,6 +89,7 @@ func TestSlimKeepsWhatIsRead(t *testing.T) {
 				sameAs(l.what+".name", g.Name, c.Name)
 				sameAs(l.what+".ports", g.Ports, c.Ports)
 				sameAs(l.what+".restartPolicy", g.RestartPolicy, c.RestartPolicy)
+				sameAs(l.what+".startupProbe", g.StartupProbe, c.StartupProbe)
 				if o.Liveness {
 					for j, e := range c.Env {
 						sameAs(l.what+".env", g.Env[j], corev1.EnvVar{Name: e.Name, Value: e.Value})
