@@ -204,6 +204,12 @@ func TestCritest(t *testing.T) {
 	if len(direct.passed) == 0 {
 		t.Fatal("critest passed nothing against containerd directly: the comparison would prove nothing")
 	}
+	// A spec that flakes on the rig may pass in one run and fail in the other: logged, not a
+	// difference of the proxy's.
+	for _, r := range []*critestResult{&direct, &proxied} {
+		r.passed = dropFlaky(t, r.passed)
+		r.failed = dropFlaky(t, r.failed)
+	}
 	onlyDirect, onlyProxy := diff(direct.passed, proxied.passed)
 	for _, n := range onlyDirect {
 		t.Errorf("passes against containerd, not through the proxy: %s\n  proxy: %s", n, proxied.reasons[n])
@@ -235,6 +241,23 @@ func reasonsOf(names []string, reasons map[string]string) string {
 }
 
 // diff returns what is only in a and only in b (both sorted).
+// critestFlaky are specs whose outcome on the rig changes from run to run, whatever the runtime
+// is reached through: the OOM kill's event reaches containerd 1.7 late now and then (the spec
+// then times out after 60 s, seen against containerd directly on row 2).
+var critestFlaky = []string{"Container OOM runtime should output OOMKilled reason"}
+
+func dropFlaky(t *testing.T, names []string) []string {
+	return slices.DeleteFunc(names, func(n string) bool {
+		for _, f := range critestFlaky {
+			if strings.Contains(n, f) {
+				t.Logf("not compared (flaky on the rig): %s", n)
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func diff(a, b []string) (onlyA, onlyB []string) {
 	for _, x := range a {
 		if _, ok := slices.BinarySearch(b, x); !ok {

@@ -341,14 +341,15 @@ func (n *packagedNode) testProbeStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stamp %q: %v", stamp, err)
 	}
-	p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	// The container ran the probe, but the kubelet's status may report it a moment later.
+	p, err := c.WaitForPod(ctx, ns, pod.Name, 30*time.Second, "a container ID for app", func(p *corev1.Pod) bool {
+		cs := framework.ContainerStatus(p, "app")
+		return cs != nil && cs.ContainerID != ""
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := framework.ContainerStatus(p, "app")
-	if cs == nil || cs.ContainerID == "" {
-		t.Fatalf("no container ID for app: %s", framework.DescribePod(p))
-	}
 	rs, conn, err := c.CRI()
 	if err != nil {
 		t.Fatal(err)
