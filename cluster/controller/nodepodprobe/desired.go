@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -23,11 +24,6 @@ type skip struct {
 // key identifies a skip for deduplicating its event.
 func (s skip) key() string {
 	return fmt.Sprintf("%s/%s/%s#%s/%s", s.marker.Namespace, s.marker.UID, s.marker.Name, s.probe, s.pod.UID)
-}
-
-// selects reports whether marker is live and its selector matches pod.
-func selects(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) bool {
-	return m.DeletionTimestamp == nil && nppspec.SelectorMatches(m, pod)
 }
 
 // markerProbes returns the NodePodProbe probes of marker m for pod, named "<marker>#<probe>" with
@@ -73,9 +69,16 @@ func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.Conta
 // pods, the probes of every marker that selects it. markers may hold markers of any namespace.
 // The result is canonical (see nppspec.Canonical).
 func desiredEntries(pods []corev1.Pod, markers []v1alpha1.PodProbeMarker) ([]v1alpha1.PodProbe, []skip) {
-	byNS := map[string][]*v1alpha1.PodProbeMarker{}
+	// Live markers by namespace, each selector parsed once for all the node's pods.
+	type live struct {
+		m   *v1alpha1.PodProbeMarker
+		sel labels.Selector
+	}
+	byNS := map[string][]live{}
 	for i := range markers {
-		byNS[markers[i].Namespace] = append(byNS[markers[i].Namespace], &markers[i])
+		if m := &markers[i]; m.DeletionTimestamp == nil {
+			byNS[m.Namespace] = append(byNS[m.Namespace], live{m, nppspec.MarkerSelector(m)})
+		}
 	}
 	var out []v1alpha1.PodProbe
 	var skipped []skip
@@ -85,8 +88,9 @@ func desiredEntries(pods []corev1.Pod, markers []v1alpha1.PodProbeMarker) ([]v1a
 			continue
 		}
 		entry := v1alpha1.PodProbe{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), IP: pod.Status.PodIP}
-		for _, m := range byNS[pod.Namespace] {
-			if !selects(m, pod) {
+		for _, l := range byNS[pod.Namespace] {
+			m := l.m
+			if !l.sel.Matches(labels.Set(pod.Labels)) {
 				continue
 			}
 			probes, s := markerProbes(m, pod)
