@@ -32,7 +32,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push
+	packages package-test demo demo-down fresh-check deps image image-push bench-run
 
 all: build
 
@@ -117,8 +117,15 @@ row-bins: deps-runc-build
 ## failing — decision latency, CPU, memory; about 10 minutes. Then a node service going silent (envtest): 20 pods'
 ## marker conditions Unknown after the grace (p50/p99) and the API writes of the expiry and the recovery; and the same
 ## on the two-node rig with the real node service killed (kubelet identity, Lease through the heartbeat endpoint).
-## The rig benchmarks run once per row of the matrix (ROWS), or on ROW=<row> alone.
-bench: deps-rig deps-runc-build
+## The rig benchmarks run once per row of the matrix (ROWS), or on ROW=<row> alone. Everything they print
+## is kept in dist/bench.log; the last lines are hack/benchtable's table of the figures that say whether the
+## node service is lighter than the kubelet (measured side by side in this run), with the targets.
+bench:
+	@mkdir -p dist; set -o pipefail; $(MAKE) --no-print-directory bench-run 2>&1 | tee dist/bench.log; rc=$$?; \
+	echo; echo "== probeshim against the kubelet and the targets (hack/benchtable < dist/bench.log)"; \
+	$(GO) run ./hack/benchtable < dist/bench.log; exit $$rc
+
+bench-run: deps-rig deps-runc-build
 	$(GO) test -run '^$$' -bench . -skip '^(BenchmarkDeciderScale|BenchmarkMarkerScale|BenchmarkNodeServiceSilence)$$' -benchtime 1x $(UNIT_PKGS)
 	PROBESHIM_KUBE_BIN=$$(e2e/kubebin/build.sh) $(GO) test -count=1 -run '^$$' -bench '^BenchmarkDeciderScale$$' \
 		-benchtime 1x -timeout 40m ./cluster/decider/

@@ -1,0 +1,222 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Command benchtable reads the output of `make bench` (go test -bench lines and the
+// Makefile's "== bench row" headers) and prints the figures that say whether probeshim
+// is lighter than the kubelet at its own job: each one as measured in this run, the
+// kubelet's figure from the same run where there is one, the figure before the work
+// on it, and the target.
+//
+//	make bench 2>&1 | tee dist/bench.log; go run ./hack/benchtable < dist/bench.log
+//
+// A figure whose benchmark did not run (not root, another ROW) is printed as "not run".
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// metrics holds every reported value: matrix row ("" before the rig section) →
+// benchmark (without its -GOMAXPROCS suffix) → unit → value. The last report wins.
+type metrics map[string]map[string]map[string]float64
+
+var (
+	rowHeader = regexp.MustCompile(`^== bench row (\S+)`)
+	benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+	valueUnit = regexp.MustCompile(`(-?[0-9.]+(?:e[-+]?[0-9]+)?) (\S+)`)
+)
+
+func parse(r io.Reader) (metrics, error) {
+	m := metrics{}
+	row := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if h := rowHeader.FindStringSubmatch(line); h != nil {
+			row = h[1]
+			continue
+		}
+		b := benchLine.FindStringSubmatch(line)
+		if b == nil {
+			continue
+		}
+		for _, vu := range valueUnit.FindAllStringSubmatch(b[2], -1) {
+			v, err := strconv.ParseFloat(vu[1], 64)
+			if err != nil {
+				continue
+			}
+			if m[row] == nil {
+				m[row] = map[string]map[string]float64{}
+			}
+			if m[row][b[1]] == nil {
+				m[row][b[1]] = map[string]float64{}
+			}
+			m[row][b[1]][vu[2]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// reading is one figure measured in one matrix row.
+type reading struct {
+	now, kubelet string // kubelet: the kubelet's figure from the same run, "" if none
+	met          bool
+}
+
+// figure is one line of the table. measure returns false when its benchmark did not
+// report in that row.
+type figure struct {
+	name, before, target string
+	measure              func(bench map[string]map[string]float64) (reading, bool)
+}
+
+// get returns bench's unit, and whether it was reported.
+func get(m map[string]map[string]float64, bench, unit string) (float64, bool) {
+	v, ok := m[bench][unit]
+	return v, ok
+}
+
+// atMost is a figure whose target is a fixed ceiling.
+func atMost(bench, unit string, ceiling float64, format string) func(map[string]map[string]float64) (reading, bool) {
+	return func(m map[string]map[string]float64) (reading, bool) {
+		v, ok := get(m, bench, unit)
+		return reading{now: fmt.Sprintf(format, v), met: v <= ceiling}, ok
+	}
+}
+
+var figures = []figure{
+	{
+		name: "node service own CPU, 60 probes/s mixed (% of a core)", before: "9.7", target: "≤ the kubelet's own increase",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			own, ok1 := get(m, "BenchmarkProbeCost", "probeshim-own-%cpu")
+			kl, ok2 := get(m, "BenchmarkProbeCost", "kubelet-own-added-%cpu")
+			return reading{now: fmt.Sprintf("%.1f", own), kubelet: fmt.Sprintf("%.1f", kl), met: own <= kl}, ok1 && ok2
+		},
+	},
+	{
+		name: "node service RSS, 100 pods x 3 probes (MB)", before: "68", target: "≤ 40",
+		measure: atMost("BenchmarkScale100", "steady-rss-MB", 40, "%.1f"),
+	},
+	{
+		name: "machine CPU added, probeshim / the kubelet, same probes", before: "1.05x", target: "≤ 0.8x",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			ps, ok1 := get(m, "BenchmarkProbeCost", "probeshim-added-%cpu")
+			kl, ok2 := get(m, "BenchmarkProbeCost", "kubelet-added-%cpu")
+			if !ok1 || !ok2 || kl <= 0 {
+				return reading{}, false
+			}
+			return reading{now: fmt.Sprintf("%.2fx (%.1f%%)", ps/kl, ps), kubelet: fmt.Sprintf("%.1f%%", kl), met: ps/kl <= 0.8}, true
+		},
+	},
+	{
+		name: "in-netns TCP connect / host dial to the pod IP", before: "1.41x", target: "≤ 1.2x",
+		measure: atMost("BenchmarkProbeVsHostPodIP", "tcp-netns/host", 1.2, "%.2fx"),
+	},
+	{
+		name: "in-netns HTTP probe / host dial to the pod IP", before: "1.04x", target: "≤ 1.2x",
+		measure: atMost("BenchmarkProbeVsHostPodIP", "http-netns/host", 1.2, "%.2fx"),
+	},
+	{
+		name: "engine alone, 10,000 workers at 1 s, http+tcp (cores)", before: "1.06", target: "≤ 0.5",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			per1k, ok1 := get(m, "BenchmarkEngine/http+tcp", "cpu-s/1000probes")
+			rate, ok2 := get(m, "BenchmarkEngine/http+tcp", "probes/s")
+			cores := per1k * rate / 1000
+			return reading{now: fmt.Sprintf("%.2f (%.0f probes/s)", cores, rate), met: cores <= 0.5}, ok1 && ok2
+		},
+	},
+	{
+		name: "exec probe, probeshim / CRI ExecSync (median)", before: "0.92x", target: "< 1x",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			r, ok := get(m, "BenchmarkExecVsExecSync", "ratio")
+			ms, _ := get(m, "BenchmarkExecVsExecSync", "probeshim-ms")
+			cri, _ := get(m, "BenchmarkExecVsExecSync", "execsync-ms")
+			return reading{now: fmt.Sprintf("%.2fx (%.1f ms)", r, ms), kubelet: fmt.Sprintf("%.1f ms", cri), met: r < 1}, ok
+		},
+	},
+	{
+		name: "exec-free read vs exec, CPU per probe", before: "—", target: "≥ 100x cheaper",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			r, ok := get(m, "BenchmarkExecFreeVsExec", "exec/read")
+			return reading{now: fmt.Sprintf("%.0fx", r), met: r >= 100}, ok
+		},
+	},
+	{
+		name: "node service log at steady state, 100 pods (KB/min)", before: "0 at 20 pods", target: "≤ 10",
+		measure: atMost("BenchmarkScale100", "steady-log-KB/min", 10, "%.2f"),
+	},
+	{
+		name: "decider memory per cached pod (KB)", before: "7.5", target: "≤ 1.5",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			// The smallest way the cluster part caches pods today.
+			best, ok := 0.0, false
+			for unit, v := range m["BenchmarkPodCacheMemory"] {
+				if strings.HasPrefix(unit, "informer-") && strings.HasSuffix(unit, "-B/pod") &&
+					!strings.Contains(unit, "whole") && (!ok || v < best) {
+					best, ok = v, true
+				}
+			}
+			return reading{now: fmt.Sprintf("%.2f", best/1000), met: best <= 1500}, ok
+		},
+	},
+	{
+		name: "marker over every pod: NodePodProbe writes per node", before: "not measured", target: "1",
+		measure: func(m map[string]map[string]float64) (reading, bool) {
+			w, ok := get(m, "BenchmarkMarkerScale", "marker-writes/node")
+			s, _ := get(m, "BenchmarkMarkerScale", "marker-s")
+			return reading{now: fmt.Sprintf("%.2f (placed in %.0f s)", w, s), met: w <= 1.01}, ok
+		},
+	},
+}
+
+func render(w io.Writer, m metrics) {
+	rows := make([]string, 0, len(m))
+	for r := range m {
+		rows = append(rows, r)
+	}
+	sort.Strings(rows)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\trow\tnow\tkubelet, same run\tbefore\ttarget\tmet")
+	for _, f := range figures {
+		printed := false
+		for _, r := range rows {
+			rd, ok := f.measure(m[r])
+			if !ok {
+				continue
+			}
+			printed = true
+			kl, met, where := rd.kubelet, "no", r
+			if kl == "" {
+				kl = "—"
+			}
+			if rd.met {
+				met = "yes"
+			}
+			if where == "" {
+				where = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.name, where, rd.now, kl, f.before, f.target, met)
+		}
+		if !printed {
+			fmt.Fprintf(tw, "%s\t-\tnot run\t—\t%s\t%s\t-\n", f.name, f.before, f.target)
+		}
+	}
+	_ = tw.Flush()
+}
+
+func main() {
+	m, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable: reading the benchmark output:", err)
+		os.Exit(1)
+	}
+	render(os.Stdout, m)
+}
