@@ -73,7 +73,7 @@ func TestReadmeRunIt(t *testing.T) {
 		"`" + filepath.Join(demoDir(rigDir), "probeshim") + "`",
 		"`" + nodeServiceLog(rigDir) + "`",
 		"`probeshim status`",
-		demoDir(rigDir) + ":$PATH bash", // the shell's PATH has the demo's probeshim
+		demoDir(rigDir) + ":$PATH bash",        // the shell's PATH has the demo's probeshim
 		"image: " + rig.Registry + "/me/app:1", // a pod of the user's own
 	}
 	for _, img := range append(rig.DefaultImages(), images()...) {
