@@ -174,7 +174,8 @@ func (h *Heartbeat) Step(ctx context.Context) {
 			return
 		}
 		h.skipped.Inc()
-		h.set("unhealthy", "not renewing: the node service is not healthy: "+err.Error(), err)
+		// No "not renewing" here: `probeshim status` says so before the reason.
+		h.set("unhealthy", "the node service is not healthy: "+err.Error(), err)
 		return
 	}
 	err := h.write(actx)
@@ -241,7 +242,9 @@ func (h *Heartbeat) set(state, reason string, err error) {
 	case state == "unhealthy" && was == "":
 		// Start-up: the NodePodProbe is not synced yet; start-up's own
 		// status line says what it waits for.
-		h.cfg.Log.WithError(err).Info(reason)
+		h.cfg.Log.WithError(err).Info("not renewing the lease: " + reason)
+	case state == "unhealthy":
+		h.cfg.Log.WithError(err).Warn("not renewing the lease: " + reason)
 	default:
 		h.cfg.Log.WithError(err).Warn(reason)
 	}

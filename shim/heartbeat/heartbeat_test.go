@@ -159,8 +159,15 @@ func TestSkipsWhenUnhealthy(t *testing.T) {
 	if st.Renewing || !strings.Contains(st.Reason, "containerd gone") || !st.LastRenew.Equal(renewed) {
 		t.Fatalf("status = %+v", st)
 	}
+	// `probeshim status` prints "NOT renewing: <reason>": the reason must not say it again.
+	if strings.Contains(strings.ToLower(st.Reason), "renewing") {
+		t.Fatalf("reason %q repeats what `probeshim status` prints before it", st.Reason)
+	}
 	if n := x.warnings(); n != 1 {
 		t.Fatalf("%d warnings for one state change, want 1", n)
+	}
+	if e := x.logs.LastEntry(); !strings.HasPrefix(e.Message, "not renewing the lease: ") {
+		t.Fatalf("warning %q does not say the lease is not renewed", e.Message)
 	}
 	if got := testutil.ToFloat64(x.h.skipped); got != 3 {
 		t.Fatalf("skipped = %v", got)

@@ -21,8 +21,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -104,9 +107,10 @@ func up(ctx context.Context) error {
 	d.root = root
 
 	d.section("Bringing up the rig: etcd, kube-apiserver, controller-manager, scheduler, kube-proxy, containerd and a kubelet in a network namespace of their own")
+	fmt.Println("   (the first run builds the registry and the images' programs with go build: minutes on a cold Go build cache)")
 	cfg := rig.Config{
 		Logf:   func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
-		Images: []rig.Image{cluster.Image(), {Ref: busyboxImage, Busybox: true, Cmd: []string{"sh"}}},
+		Images: announced(images()),
 	}
 	r, err := rig.Start(ctx, cfg)
 	if err != nil {
@@ -172,8 +176,38 @@ func up(ctx context.Context) error {
 	d.printConditions(pods, busy)
 	d.printProbeEvents(ctx, busy)
 
+	if err := d.checkShell(ctx); err != nil {
+		return d.failed(err)
+	}
 	d.printHandHints(busy)
 	return nil
+}
+
+// images are what the demo has the rig push to its registry besides the rig's own
+// (rig.DefaultImages): the cluster part and the example's busybox.
+func images() []rig.Image {
+	return []rig.Image{cluster.Image(), {Ref: busyboxImage, Busybox: true, Cmd: []string{"sh"}}}
+}
+
+// announced has the images built from an index (the cluster part's: a go build) say when they
+// are built, so that the minute it may take is not a silent one.
+func announced(imgs []rig.Image) []rig.Image {
+	for i := range imgs {
+		build, ref := imgs[i].Index, imgs[i].Ref
+		if build == nil {
+			continue
+		}
+		imgs[i].Index = func(ctx context.Context, dir string) (v1.ImageIndex, error) {
+			fmt.Printf("   demo: building the image %s (go build)\n", ref)
+			t0 := time.Now()
+			idx, err := build(ctx, dir)
+			if err == nil {
+				fmt.Printf("   demo: image %s built in %s\n", ref, time.Since(t0).Round(100*time.Millisecond))
+			}
+			return idx, err
+		}
+	}
+	return imgs
 }
 
 // section starts the next numbered step.
@@ -320,24 +354,60 @@ func (d *demo) printProbeEvents(ctx context.Context, pod string) {
 }
 
 // printNodeStatus shows what the node service probes, from its status socket (`probeshim status`).
+// It waits (a little) for the first renewal of the heartbeat lease: until then the status says
+// "NOT renewing", which at start-up is no fault.
 func (d *demo) printNodeStatus(ctx context.Context) {
-	dir := demoDir(d.r.Dir())
-	fmt.Printf("\n$ %s status\n", filepath.Join(dir, "probeshim"))
-	st, err := server.FetchStatus(ctx, config.DefaultStatusSocket)
-	if err != nil {
+	var st *server.Status
+	err := framework.WaitFor(ctx, 30*time.Second, "the node service's lease renewed", func(ctx context.Context) (bool, string, error) {
+		s, err := server.FetchStatus(ctx, config.DefaultStatusSocket)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		st = s
+		return s.Heartbeat == nil || s.Heartbeat.Renewing, fmt.Sprintf("%+v", s.Heartbeat), nil
+	})
+	fmt.Printf("\n$ probeshim status        # %s\n", filepath.Join(demoDir(d.r.Dir()), "probeshim"))
+	if st == nil {
 		fmt.Printf("   (failed: %v)\n", err)
 		return
 	}
 	_ = server.WriteStatus(os.Stdout, st)
 }
 
+// shell is the command line that opens a shell inside the rig's netns with KUBECONFIG set and the
+// folders of path first on PATH: the rig's kubectl and the demo's probeshim, so that `kubectl get
+// nodes` and `probeshim status` work there as typed.
+func shell(netns, kubeconfig string, path ...string) string {
+	return fmt.Sprintf("nsenter --net=%s env KUBECONFIG=%s PATH=%s:$PATH bash", netns, kubeconfig, strings.Join(path, ":"))
+}
+
+func (d *demo) shell() string {
+	return shell(d.r.NetNSPath(), d.r.AdminKubeconfig(), d.r.KubeBin(), demoDir(d.r.Dir()))
+}
+
+// checkShell runs the commands the hints name in the shell they print: it fails when that
+// shell finds another kubectl or probeshim than the demo's, or either does not answer.
+func (d *demo) checkShell(ctx context.Context) error {
+	script := "command -v kubectl probeshim && kubectl get nodes -o name && probeshim status >/dev/null"
+	out, err := exec.CommandContext(ctx, "bash", "-c", d.shell()+" -c '"+script+"'").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("the shell the demo prints (%s): %s: %w\n%s", d.shell(), script, err, out)
+	}
+	want := []string{filepath.Join(d.r.KubeBin(), "kubectl"), filepath.Join(demoDir(d.r.Dir()), "probeshim"), "node/" + d.r.NodeName()}
+	if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+		return fmt.Errorf("the shell the demo prints (%s) says %q, want %q", d.shell(), got, want)
+	}
+	return nil
+}
+
 func (d *demo) printHandHints(pod string) {
 	r := d.r
-	dir := demoDir(r.Dir())
+	reg := rig.Registry
 	fmt.Printf(`
 == Done in %s. Everything keeps running; look further by hand.
 
-The cluster lives inside network namespace %s. Open a shell there with kubectl ready:
+The cluster lives inside the network namespace %s. Open a shell there, with KUBECONFIG
+set and the rig's kubectl and the demo's probeshim first on PATH:
 
     %s
 
@@ -346,12 +416,11 @@ or run single commands from here:
     export KUBECONFIG=%s
     nsenter --net=%s %s -n %s get pods -L %s
 
-Things to try (in that shell):
+Things to try in that shell:
 
-`, time.Since(d.t0).Round(time.Second), r.NetNSPath(), r.EnterHint(),
+`, time.Since(d.t0).Round(time.Second), r.NetNSPath(), d.shell(),
 		r.AdminKubeconfig(), r.NetNSPath(), filepath.Join(r.KubeBin(), "kubectl"), gamesNS, labelIdle)
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
-	for _, l := range [][2]string{
+	printCommands([][2]string{
 		{"kubectl -n " + gamesNS + " get pods -L " + labelIdle, "which servers are idle"},
 		{"kubectl -n " + gamesNS + " exec " + pod + " -- rm /tmp/idle", "a match starts: watch the label go"},
 		{"kubectl -n " + gamesNS + " scale deployment/" + gamesDeploy + " --replicas=3", "more servers, marked within seconds"},
@@ -359,25 +428,36 @@ Things to try (in that shell):
 		{"kubectl -n " + gamesNS + " get podprobemarker idle -o yaml", "the marker; status.matchedPods"},
 		{"kubectl get nodepodprobe " + r.NodeName() + " -o yaml", "the node's probes and their results"},
 		{"kubectl -n " + cluster.Namespace + " logs deployment/" + cluster.Deployment, "the cluster part's log"},
-	} {
+	})
+	fmt.Printf("\nThe node service (not under systemd here; pid in %s):\n\n", pidFile(r.Dir()))
+	printCommands([][2]string{
+		{"probeshim status", "what it probes, its lease; no flag: its status socket is the default, " + config.DefaultStatusSocket},
+		{"less " + nodeServiceLog(r.Dir()), "its log (a node installed from the package logs to journald)"},
+	})
+	fmt.Printf(`
+The cluster's registry, %s inside the netns, holds the images the demo runs and is containerd's
+mirror of docker.io (busybox:1.36 is %s/library/busybox:1.36). Push an image of your own there and
+run it in a pod as image: %s/me/app:1 with the default imagePullPolicy (IfNotPresent). With crane
+(build it here: go build -o /usr/local/bin/crane github.com/google/go-containerregistry/cmd/crane),
+in that shell:
+
+`, reg, reg, reg)
+	printCommands([][2]string{
+		{"crane catalog " + reg, "what it holds (crane ls " + reg + "/library/busybox: the tags)"},
+		{"crane copy " + reg + "/library/busybox:1.36 " + reg + "/me/app:1", "a name of your own for an image it holds"},
+		{"crane append -b " + reg + "/library/busybox:1.36 -f files.tar.gz -t " + reg + "/me/app:1", "busybox plus your files"},
+		{"crane push app.tar " + reg + "/me/app:1", "an image saved as a tarball"},
+	})
+	fmt.Println("\nStop everything: make demo-down")
+}
+
+// printCommands prints commands, each with a comment, the comments aligned.
+func printCommands(lines [][2]string) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 3, ' ', 0)
+	for _, l := range lines {
 		fmt.Fprintf(tw, "    %s\t# %s\n", l[0], l[1])
 	}
 	tw.Flush()
-	fmt.Printf(`
-The node service (pid in %s):
-
-    %s status        # its status socket is the default, %s
-    less %s                 # its log (a node installed from the package logs to journald)
-
-The cluster's registry (%s, inside the netns) holds the images the demo runs; push your own there
-from inside the netns (e.g. crane push image.tar %s/me/app:1; build crane with go build -o
-/usr/local/bin/crane github.com/google/go-containerregistry/cmd/crane) and use them in pods as
-%s/me/app:1, imagePullPolicy IfNotPresent. docker.io names it holds serve as before
-(busybox:1.36 is %s/library/busybox:1.36).
-
-Stop everything: make demo-down
-`, pidFile(r.Dir()), filepath.Join(dir, "probeshim"), config.DefaultStatusSocket, nodeServiceLog(r.Dir()),
-		rig.Registry, rig.Registry, rig.Registry, rig.Registry)
 }
 
 // oneLine fits a probe's output (which often ends in a newline) into a table cell.
@@ -411,10 +491,13 @@ func (d *demo) startNodeService(ctx context.Context) (int, error) {
 	if err := os.MkdirAll(filepath.Dir(config.DefaultStatusSocket), 0o755); err != nil {
 		return 0, err
 	}
+	fmt.Println("   building it: go build ./shim/cmd/probeshim")
+	t0 := time.Now()
 	built, err := framework.BuildBinary("./shim/cmd/probeshim")
 	if err != nil {
 		return 0, err
 	}
+	fmt.Printf("   built in %s\n", time.Since(t0).Round(100*time.Millisecond))
 	bin := filepath.Join(dir, "probeshim")
 	err = copyFile(built, bin)
 	os.RemoveAll(filepath.Dir(built))
