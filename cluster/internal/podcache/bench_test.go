@@ -102,7 +102,7 @@ func decoded(b *testing.B, n int, sb *strings.Builder) {
 		}
 		raws[i] = raw
 	}
-	fmt.Fprintf(sb, "  %-28s %.0f B of JSON per pod\n", "decoded:", float64(len(raws[n/2])))
+	fmt.Fprintf(sb, "  %-32s %.0f B of JSON per pod\n", "decoded:", float64(len(raws[n/2])))
 	for _, v := range variants {
 		h0 := liveHeap()
 		held := make([]any, n)
@@ -115,7 +115,7 @@ func decoded(b *testing.B, n int, sb *strings.Builder) {
 		}
 		per := (liveHeap() - h0) / float64(n)
 		runtime.KeepAlive(held)
-		fmt.Fprintf(sb, "    %-26s %6.0f B per pod\n", v.name, per)
+		fmt.Fprintf(sb, "    %-30s %6.0f B per pod\n", v.name, per)
 		b.ReportMetric(per, "decoded-"+v.metric+"-B/pod")
 	}
 }
@@ -184,7 +184,7 @@ func informer(b *testing.B, n int, sb *strings.Builder) {
 		b.Fatal(err)
 	}
 	raw, _ := json.Marshal(&one)
-	fmt.Fprintf(sb, "  %-28s %.0f B of JSON per pod as the API server returns it; created in %.0f s\n",
+	fmt.Fprintf(sb, "  %-32s %.0f B of JSON per pod as the API server returns it; created in %.0f s\n",
 		"informer (envtest):", float64(len(raw)), time.Since(start).Seconds())
 	for _, v := range variants {
 		h0 := liveHeap()
@@ -210,7 +210,7 @@ func informer(b *testing.B, n int, sb *strings.Builder) {
 		per := (liveHeap() - h0) / float64(n)
 		runtime.KeepAlive(c)
 		cancel()
-		fmt.Fprintf(sb, "    %-26s %6.0f B per pod\n", v.name, per)
+		fmt.Fprintf(sb, "    %-30s %6.0f B per pod\n", v.name, per)
 		b.ReportMetric(per, "informer-"+v.metric+"-B/pod")
 	}
 }

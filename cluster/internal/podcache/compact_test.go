@@ -17,9 +17,6 @@ import (
 	"github.com/probeshim/probeshim/cluster/internal/podcache/podcachetest"
 )
 
-// packed is the pod the pod informer hands out for pod: Slim(pod), packed and unpacked.
-func packed(pod *corev1.Pod) *corev1.Pod { return compact(Slim(pod)).pod() }
-
 // TestCompactUnpacksToSlim: what the informer hands out equals what Slim returns, on the
 // realistic pods and on random ones (every field of a Pod filled, decoded as an informer does).
 func TestCompactUnpacksToSlim(t *testing.T) {
@@ -56,10 +53,10 @@ func TestCompactUnpacksToSlim(t *testing.T) {
 	}
 	for i, pod := range pods {
 		want := Slim(pod)
-		if got := packed(pod); !equality.Semantic.DeepEqual(got, want) {
+		if got := Packed(pod); !equality.Semantic.DeepEqual(got, want) {
 			t.Fatalf("pod %d unpacked differs from Slim's:\n%s", i, diff(t, got, want))
 		}
-		if got := compact(packed(pod)).pod(); !equality.Semantic.DeepEqual(got, want) {
+		if got := compact(Packed(pod)).pod(); !equality.Semantic.DeepEqual(got, want) {
 			t.Fatalf("pod %d packed twice differs from Slim's", i)
 		}
 	}

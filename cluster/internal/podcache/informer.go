@@ -167,3 +167,7 @@ func (x indexer) ByIndex(name, value string) ([]any, error) {
 func (x indexer) AddIndexers(indexers toolscache.Indexers) error {
 	return x.Indexer.AddIndexers(unpackingIndexers(indexers))
 }
+
+// Packed is the pod the pod informer hands out for pod: Slim(pod), packed and unpacked. The
+// controllers' tests prove their decisions on it.
+func Packed(pod *corev1.Pod) *corev1.Pod { return compact(Slim(pod)).pod() }
