@@ -84,3 +84,23 @@ func TestCompactSharesWorkloadParts(t *testing.T) {
 		t.Error("a pod without the enhanced liveness probe (no env kept) shares a spec with one using it")
 	}
 }
+
+// BenchmarkUnpack: what a read of the pod cache costs to unpack a realistic pod (before packing,
+// a read cost a deep copy of the slim pod, which BenchmarkDeepCopySlim shows).
+//
+//	go test -run '^$' -bench 'Unpack|DeepCopySlim' -benchmem ./cluster/internal/podcache/
+func BenchmarkUnpack(b *testing.B) {
+	c := compact(Slim(podcachetest.Pod("shop", 1, podcachetest.Options{Liveness: true})))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = c.pod()
+	}
+}
+
+func BenchmarkDeepCopySlim(b *testing.B) {
+	s := Slim(podcachetest.Pod("shop", 1, podcachetest.Options{Liveness: true}))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = s.DeepCopy()
+	}
+}
