@@ -26,7 +26,7 @@ import (
 //   - labels and annotations are each one interned string (the pods of a workload carry the same);
 //   - the spec part Slim keeps (containers, readiness gates, hostNetwork, grace period) is one
 //     shared *podSpec per distinct content;
-//   - times hold whole seconds, as the API serializes them.
+//   - times hold whole seconds, as the API serializes them, and read back in UTC.
 //
 // Reads get it back as the *corev1.Pod Slim makes (pod), equal to it field for field; metadata
 // selfLink, always empty since Kubernetes 1.20, is not kept.
@@ -233,12 +233,13 @@ func seconds(t metav1.Time) int64 {
 	return t.Unix()
 }
 
-// fromSeconds makes the time as the API's decoding does: whole seconds, local time.
+// fromSeconds makes the time in UTC (the API's decoding gives local time: the same instant;
+// UTC prints the same on every machine).
 func fromSeconds(s int64) metav1.Time {
 	if s == zeroTime {
 		return metav1.Time{}
 	}
-	return metav1.NewTime(time.Unix(s, 0))
+	return metav1.NewTime(time.Unix(s, 0).UTC())
 }
 
 // encodeMap interns m as one string of its sorted keys and values, each length-prefixed; the
