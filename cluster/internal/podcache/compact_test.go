@@ -88,7 +88,7 @@ func TestCompactSharesWorkloadParts(t *testing.T) {
 // BenchmarkUnpack: what a read of the pod cache costs to unpack a realistic pod (before packing,
 // a read cost a deep copy of the slim pod, which BenchmarkDeepCopySlim shows).
 //
-//	go test -run '^$' -bench 'Unpack|DeepCopySlim' -benchmem ./cluster/internal/podcache/
+//	go test -run '^$' -bench 'Unpack|DeepCopySlim|Pack|Slim' -benchmem ./cluster/internal/podcache/
 func BenchmarkUnpack(b *testing.B) {
 	c := compact(Slim(podcachetest.Pod("shop", 1, podcachetest.Options{Liveness: true})))
 	b.ReportAllocs()
@@ -102,5 +102,23 @@ func BenchmarkDeepCopySlim(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = s.DeepCopy()
+	}
+}
+
+// BenchmarkPack: what the informer's transform costs per pod event, packing included (Slim alone
+// in BenchmarkSlim).
+func BenchmarkPack(b *testing.B) {
+	p := podcachetest.Pod("shop", 1, podcachetest.Options{Liveness: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = compact(Slim(p))
+	}
+}
+
+func BenchmarkSlim(b *testing.B) {
+	p := podcachetest.Pod("shop", 1, podcachetest.Options{Liveness: true})
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = Slim(p)
 	}
 }
