@@ -21,15 +21,16 @@ import (
 
 // compactPod is what the pod informer of NewInformer stores: the fields Slim keeps, packed. An
 // empty corev1.Pod alone is 1,240 B; this is a few hundred bytes per pod:
-//   - the strings pods share are unique handles (8 B): namespace, node, phase, names of owners,
-//     containers and conditions;
+//   - what pods share is a unique handle (8 B): namespace, node, phase, owner references, names
+//     of containers and conditions;
 //   - labels and annotations are each one interned string (the pods of a workload carry the same);
 //   - the spec part Slim keeps (containers, readiness gates, hostNetwork, grace period) is one
 //     shared *podSpec per distinct content;
 //   - times hold whole seconds, as the API serializes them, and read back in UTC.
 //
-// Reads get it back as the *corev1.Pod Slim makes (pod), equal to it field for field; metadata
-// selfLink, always empty since Kubernetes 1.20, is not kept.
+// Reads get it back as the *corev1.Pod Slim makes (pod), semantically equal to it
+// (equality.Semantic: the same instants, an empty list as nil); metadata selfLink, always empty
+// since Kubernetes 1.20, is not kept.
 type compactPod struct {
 	typeMeta      unique.Handle[metav1.TypeMeta]
 	name          string
