@@ -48,13 +48,13 @@ func TestCompactUnpacksToSlim(t *testing.T) {
 		if err := json.Unmarshal(raw, decoded); err != nil {
 			t.Fatalf("decoding a random pod: %v", err)
 		}
-		decoded.SelfLink = "" // not kept: always empty since Kubernetes 1.20
+		decoded.SetSelfLink("") // not kept: always empty since Kubernetes 1.20
 		pods = append(pods, decoded)
 	}
 	for i, pod := range pods {
 		want := Slim(pod)
 		if got := Packed(pod); !equality.Semantic.DeepEqual(got, want) {
-			t.Fatalf("pod %d unpacked differs from Slim's:\n%s", i, diff(t, got, want))
+			t.Fatalf("pod %d unpacked differs from Slim's:\n%s", i, diff(got, want))
 		}
 		if got := compact(Packed(pod)).pod(); !equality.Semantic.DeepEqual(got, want) {
 			t.Fatalf("pod %d packed twice differs from Slim's", i)
@@ -62,7 +62,7 @@ func TestCompactUnpacksToSlim(t *testing.T) {
 	}
 }
 
-func diff(t *testing.T, got, want *corev1.Pod) string {
+func diff(got, want *corev1.Pod) string {
 	g, _ := json.Marshal(got)
 	w, _ := json.Marshal(want)
 	return "got:  " + string(g) + "\nwant: " + string(w)
