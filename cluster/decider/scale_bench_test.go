@@ -272,11 +272,11 @@ func (r *scaleRig) startDecider(ctx context.Context, workers int, pre string, he
 	b := r.b
 	// As the deployment does (cluster/cmd/probeshim-cluster); PROBESHIM_SCALE_WHOLE_PODS=1 caches
 	// whole pods (less their managed fields), as it did before podcache, for comparison.
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: podcache.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}}
-	podsCached := "slim pods, podcache"
+	podsCached := "slim pods packed, podcache"
 	if os.Getenv("PROBESHIM_SCALE_WHOLE_PODS") == "1" {
-		cacheOpts.ByObject, podsCached = nil, "whole pods, PROBESHIM_SCALE_WHOLE_PODS"
+		cacheOpts.ByObject, cacheOpts.NewInformer, podsCached = nil, nil, "whole pods, PROBESHIM_SCALE_WHOLE_PODS"
 	}
 	mgr, err := ctrl.NewManager(rest.CopyConfig(r.cfg), ctrl.Options{
 		Scheme:                 r.scheme,

@@ -17,16 +17,17 @@ import (
 	"github.com/probeshim/probeshim/cluster/internal/podcache/podcachetest"
 )
 
-// TestDecisionsOnSlimPods: the decider reads the same of a pod from the deployment's slim cache
-// (podcache) as from the whole object: the same views, the same decisions, the same grace, the
-// same workload and the same update filter, over pods covering everything the decider looks at
-// (failing containers, records, opt-outs, readiness, restarts, silence, deletion).
+// TestDecisionsOnSlimPods: the decider reads the same of a pod from the deployment's pod cache
+// (podcache.Packed: slimmed and packed) as from the whole object: the same views, the same
+// decisions, the same grace, the same workload and the same update filter, over pods covering
+// everything the decider looks at (failing containers, records, opt-outs, readiness, restarts,
+// silence, deletion).
 func TestDecisionsOnSlimPods(t *testing.T) {
 	pods, npp := slimFixture()
 	s := settings(nil)
 	var whole, slim []Pod
 	for _, p := range pods {
-		sp := podcache.Slim(p)
+		sp := podcache.Packed(p)
 		vw, errW := podView(p, npp)
 		vs, errS := podView(sp, npp)
 		if !reflect.DeepEqual(vw, vs) || (errW == nil) != (errS == nil) {
@@ -42,7 +43,7 @@ func TestDecisionsOnSlimPods(t *testing.T) {
 	}
 	for i := range pods {
 		for j := range pods {
-			if cw, cs := podChanged(pods[i], pods[j]), podChanged(podcache.Slim(pods[i]), podcache.Slim(pods[j])); cw != cs {
+			if cw, cs := podChanged(pods[i], pods[j]), podChanged(podcache.Packed(pods[i]), podcache.Packed(pods[j])); cw != cs {
 				t.Errorf("podChanged(%s, %s) = %v on whole pods, %v on slim ones", pods[i].Name, pods[j].Name, cw, cs)
 			}
 		}
@@ -99,7 +100,7 @@ func TestDecisionsOnSlimPodsSilent(t *testing.T) {
 		v1alpha1.AnnotationNodeServiceSince: t0.Format(time.RFC3339)}
 	for _, p := range pods {
 		vw, _ := podView(p, npp)
-		vs, _ := podView(podcache.Slim(p), npp)
+		vs, _ := podView(podcache.Packed(p), npp)
 		if vw.NodeServiceSilent == "" || !reflect.DeepEqual(vw, vs) {
 			t.Errorf("pod %s: view of the whole pod %+v, of the slim one %+v", p.Name, vw, vs)
 		}

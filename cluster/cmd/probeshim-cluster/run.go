@@ -93,10 +93,10 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		LeaderElectionNamespace:       o.namespace,
 		LeaderElectionReleaseOnCancel: true, // a rollout hands over at once instead of after the lease expires
 		WebhookServer:                 server,
-		// Pods are cached cluster-wide: only the fields the controllers read (podcache), and no
-		// object's managed fields. Leases only of the node services' namespace, the one the
+		// Pods are cached cluster-wide: only the fields the controllers read, packed by the pod
+		// informer (podcache), and no object's managed fields. Leases only of the node services' namespace, the one the
 		// deployment may read them in.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: podcache.NewInformer,
 			ByObject: map[client.Object]cache.ByObject{&coordinationv1.Lease{}: heartbeat.CacheOptions(), &corev1.Pod{}: podcache.ByObject()}},
 	})
 	if err != nil {

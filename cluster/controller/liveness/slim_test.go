@@ -16,7 +16,8 @@ import (
 )
 
 // TestDesiredEntriesOnSlimPods: the entries (named ports resolved, $(VAR) expanded, sidecars,
-// started flags) and skips are the same from the deployment's slim pod cache as from whole pods.
+// started flags) and skips are the same from the deployment's pod cache (podcache.Packed) as from
+// whole pods.
 func TestDesiredEntriesOnSlimPods(t *testing.T) {
 	var whole, slim []corev1.Pod
 	for i := range 6 {
@@ -38,7 +39,7 @@ func TestDesiredEntriesOnSlimPods(t *testing.T) {
 		}
 		p.Annotations[v1alpha1.AnnotationContainerProbeContext] = probeContext(t, probes...)
 		whole = append(whole, *p)
-		slim = append(slim, *podcache.Slim(p))
+		slim = append(slim, *podcache.Packed(p))
 	}
 	gotW, skipW := desiredEntries(whole)
 	gotS, skipS := desiredEntries(slim)

@@ -99,7 +99,7 @@ func runMarkerScale(b *testing.B, dir string) {
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 		// As probeshim-cluster's manager.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: podcache.NewInformer,
 			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}},
 	})
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 )
 
 // TestDesiredEntriesOnSlimPods: marker entries (selection, containers and sidecars, named ports,
-// host-network checks, probeability) and skips are the same from the deployment's slim pod
-// cache as from whole pods.
+// host-network checks, probeability) and skips are the same from the deployment's pod cache
+// (podcache.Packed) as from whole pods.
 func TestDesiredEntriesOnSlimPods(t *testing.T) {
 	var whole, slim []corev1.Pod
 	for i := range 8 {
@@ -36,7 +36,7 @@ func TestDesiredEntriesOnSlimPods(t *testing.T) {
 			p.Status.Phase = corev1.PodSucceeded
 		}
 		whole = append(whole, *p)
-		slim = append(slim, *podcache.Slim(p))
+		slim = append(slim, *podcache.Packed(p))
 	}
 	port := func(name string, port intstr.IntOrString, ctr string) v1alpha1.PodContainerProbe {
 		p := httpProbe(name, "")

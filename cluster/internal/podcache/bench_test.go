@@ -33,7 +33,8 @@ import (
 
 // BenchmarkPodCacheMemory prints the memory each cached pod costs the cluster deployment, side
 // by side in one run: whole pods, pods without their managed fields (the cache before the
-// transform) and slim pods (podcache.Transform).
+// transform), slim pods (podcache.Transform) and packed pods (podcache.NewInformer: the store
+// holds compactPods, readers get slim pods).
 //
 //   - decoded: N realistic pods (podcachetest, half with the enhanced liveness probe) decoded
 //     from their JSON as an informer does, held in a slice; the live heap after a GC, per pod.
@@ -62,18 +63,22 @@ type variant struct {
 	name   string
 	metric string
 	opts   func() cache.Options
-	keep   func(*corev1.Pod) *corev1.Pod
+	keep   func(*corev1.Pod) any
 }
 
 var variants = []variant{
-	{"whole pods", "whole", func() cache.Options { return cache.Options{} }, func(p *corev1.Pod) *corev1.Pod { return p }},
+	{"whole pods", "whole", func() cache.Options { return cache.Options{} }, func(p *corev1.Pod) any { return p }},
 	{"no managed fields (before)", "before", func() cache.Options {
 		return cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
-	}, func(p *corev1.Pod) *corev1.Pod { p.ManagedFields = nil; return p }},
+	}, func(p *corev1.Pod) any { p.ManagedFields = nil; return p }},
 	{"slim (podcache.Transform)", "slim", func() cache.Options {
 		return cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}}
-	}, podcache.Slim},
+	}, func(p *corev1.Pod) any { return podcache.Slim(p) }},
+	{"packed (podcache.NewInformer)", "packed", func() cache.Options {
+		return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: podcache.NewInformer,
+			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}}
+	}, podcache.Pack},
 }
 
 func realistic(i int) *corev1.Pod {
@@ -97,10 +102,10 @@ func decoded(b *testing.B, n int, sb *strings.Builder) {
 		}
 		raws[i] = raw
 	}
-	fmt.Fprintf(sb, "  %-28s %.0f B of JSON per pod\n", "decoded:", float64(len(raws[n/2])))
+	fmt.Fprintf(sb, "  %-32s %.0f B of JSON per pod\n", "decoded:", float64(len(raws[n/2])))
 	for _, v := range variants {
 		h0 := liveHeap()
-		held := make([]*corev1.Pod, n)
+		held := make([]any, n)
 		for i, raw := range raws {
 			p := &corev1.Pod{}
 			if err := json.Unmarshal(raw, p); err != nil {
@@ -110,7 +115,7 @@ func decoded(b *testing.B, n int, sb *strings.Builder) {
 		}
 		per := (liveHeap() - h0) / float64(n)
 		runtime.KeepAlive(held)
-		fmt.Fprintf(sb, "    %-26s %6.0f B per pod\n", v.name, per)
+		fmt.Fprintf(sb, "    %-30s %6.0f B per pod\n", v.name, per)
 		b.ReportMetric(per, "decoded-"+v.metric+"-B/pod")
 	}
 }
@@ -179,7 +184,7 @@ func informer(b *testing.B, n int, sb *strings.Builder) {
 		b.Fatal(err)
 	}
 	raw, _ := json.Marshal(&one)
-	fmt.Fprintf(sb, "  %-28s %.0f B of JSON per pod as the API server returns it; created in %.0f s\n",
+	fmt.Fprintf(sb, "  %-32s %.0f B of JSON per pod as the API server returns it; created in %.0f s\n",
 		"informer (envtest):", float64(len(raw)), time.Since(start).Seconds())
 	for _, v := range variants {
 		h0 := liveHeap()
@@ -205,7 +210,7 @@ func informer(b *testing.B, n int, sb *strings.Builder) {
 		per := (liveHeap() - h0) / float64(n)
 		runtime.KeepAlive(c)
 		cancel()
-		fmt.Fprintf(sb, "    %-26s %6.0f B per pod\n", v.name, per)
+		fmt.Fprintf(sb, "    %-30s %6.0f B per pod\n", v.name, per)
 		b.ReportMetric(per, "informer-"+v.metric+"-B/pod")
 	}
 }

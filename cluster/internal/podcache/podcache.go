@@ -21,7 +21,12 @@
 // container and condition names) are interned: the pods of one workload carry the same labels
 // and the same probe annotation, which is then held once.
 //
-// A new reader of another pod field adds it here and to the table in podcache_test.go.
+// The cache's pod informer (NewInformer) stores each slim pod packed (compactPod, a few hundred
+// bytes where the slim *corev1.Pod takes several KB: an empty corev1.Pod alone is 1,240 B) and
+// unpacks it on every read into the pod Slim returns.
+//
+// A new reader of another pod field adds it here, to compactPod, and to the table in
+// podcache_test.go; TestCompactUnpacksToSlim fails until compactPod keeps it.
 package podcache
 
 import (

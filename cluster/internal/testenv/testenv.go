@@ -95,7 +95,7 @@ func Start(setup func(ctrl.Manager) error) (*Env, string, error) {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// The deployment's pod cache (cluster/cmd/probeshim-cluster): the controllers are tested
 		// on the slim pods they read in production.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), NewInformer: podcache.NewInformer,
 			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: podcache.ByObject()}},
 		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
 			c, err := client.NewWithWatch(cfg, opts)
