@@ -10,7 +10,7 @@ import (
 
 const sample = `goos: linux
 BenchmarkEngine/http+tcp-2         	       1	30000000000 ns/op	         0.04600 cpu-s/1000probes	 9000 probes/s	 0.5 rss-KiB/worker
-BenchmarkPodCacheMemory-2   	       1	 4.9e+03 informer-slim-B/pod	 21700 informer-whole-B/pod
+BenchmarkPodCacheMemory-2   	       1	 4.9e+03 informer-slim-B/pod	 1215 informer-packed-B/pod	 21700 informer-whole-B/pod
 BenchmarkMarkerScale-2   	       1	 88.0 marker-s	 1.000 marker-writes/node
 == bench row k1.37-c2.4
 BenchmarkProbeCost 	       1	 119.0 kubelet-added-%cpu	 106.4 probeshim-added-%cpu	 13.9 probeshim-own-%cpu	 6.4 kubelet-own-added-%cpu	 50.6 probeshim-rss-MB
@@ -40,7 +40,7 @@ func TestTable(t *testing.T) {
 		{"probeshim / the kubelet, same probes  k1.35-c1.7  0.73x (70.0%)", "yes"},
 		{"RSS, 100 pods x 3 probes (MB)  k1.37-c2.4  38.5", "yes"},
 		{"(cores)  -  0.41 (9000 probes/s)", "yes"},
-		{"per cached pod (KB)  -  4.90", "no"},
+		{"per cached pod (KB)  -  1.22", "yes"},
 		{"writes per node  -  1.00 (placed in 88 s)", "yes"},
 		{"log at steady state, 100 pods (KB/min)  k1.37-c2.4  0.50", "yes"},
 		{"in-netns TCP connect / host dial to the pod IP  -  not run", "-"},
