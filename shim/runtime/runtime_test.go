@@ -468,6 +468,21 @@ func TestKillDescendants(t *testing.T) {
 	}
 }
 
+// The tree walk never starts at PID 1, the service or one of its ancestors:
+// their descendants include the service and everything else. (It only asks;
+// no process is signalled.)
+func TestKillableRoot(t *testing.T) {
+	for _, pid := range []int{-1, 0, 1, os.Getpid(), os.Getppid()} {
+		if err := killableRoot(pid); err == nil {
+			t.Errorf("killableRoot(%d) = nil, want a refusal", pid)
+		}
+	}
+	cmd, _ := startTree(t)
+	if err := killableRoot(cmd.Process.Pid); err != nil {
+		t.Errorf("killableRoot(child %d) = %v, want nil", cmd.Process.Pid, err)
+	}
+}
+
 // eventuallyGone waits for pid to exit (a zombie counts).
 func eventuallyGone(t *testing.T, pid int) {
 	t.Helper()
