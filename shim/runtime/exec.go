@@ -43,6 +43,10 @@ const (
 	heldDeleteTimeout = 15 * time.Second
 )
 
+// shimOpenFailed is in the error of an exec start whose output paths the
+// runc shim could not open (containerd 1.7 and 2.x).
+const shimOpenFailed = "containerd-shim: opening"
+
 // execTarget is what an exec needs of a container and never changes for a
 // container ID: its task and its process spec (user, env, cwd,
 // capabilities). Caching it saves two containerd calls per probe.
@@ -95,13 +99,24 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	pspec.ConsoleSize = nil
 
 	stdout, stderr := &cappedBuffer{max: MaxExecOutput}, &cappedBuffer{max: MaxExecOutput}
-	ioOpts := []cio.Opt{cio.WithStreams(nil, stdout, stderr)}
-	if c.opts.fifoDir != "" {
-		ioOpts = append(ioOpts, cio.WithFIFODir(c.opts.fifoDir))
+	var creator cio.Creator
+	var pipes *pipeIO
+	if c.pipes.Load() {
+		var err error
+		if pipes, err = newPipeIO(stdout, stderr); err != nil {
+			return prober.ExecResult{}, false, err
+		}
+		creator = func(string) (cio.IO, error) { return pipes, nil }
+	} else {
+		ioOpts := []cio.Opt{cio.WithStreams(nil, stdout, stderr)}
+		if c.opts.fifoDir != "" {
+			ioOpts = append(ioOpts, cio.WithFIFODir(c.opts.fifoDir))
+		}
+		creator = cio.NewCreator(ioOpts...)
 	}
 	execID := newExecID()
 	nctx := c.nsCtx(ctx)
-	proc, err := tgt.task.Exec(nctx, execID, &pspec, cio.NewCreator(ioOpts...))
+	proc, err := tgt.task.Exec(nctx, execID, &pspec, creator)
 	if err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "exec in container %s", containerID)
 	}
@@ -165,6 +180,15 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	sctx, cancelStart := context.WithTimeout(bg, cleanupTimeout)
 	err = proc.Start(sctx)
 	cancelStart()
+	if pipes != nil {
+		pipes.started()
+		if err != nil && strings.Contains(err.Error(), shimOpenFailed) {
+			// The shim cannot open our /proc (another PID namespace, a
+			// hardened /proc): FIFOs from now on.
+			c.pipes.Store(false)
+			c.log.WithError(err).Warn("the runtime's shim cannot open exec output pipes; using FIFOs")
+		}
+	}
 	if err != nil {
 		// It may have started even so (the answer was lost or late): never
 		// run it again, and end it. The client never learned its pid, so

@@ -5,8 +5,11 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +134,90 @@ func TestExecStartFailureKillsStartedProcess(t *testing.T) {
 	defer f.mu.Unlock()
 	if !f.deleted {
 		t.Fatal("the exec process was not deleted")
+	}
+}
+
+// shimTasks is a tasks service whose execs run and exit 0 at once, or whose
+// start fails with startErr; it records the stdout path of each exec.
+type shimTasks struct {
+	tasks.UnimplementedTasksServer
+	mu       sync.Mutex
+	startErr error
+	stdouts  []string
+}
+
+func (f *shimTasks) Get(_ context.Context, r *tasks.GetRequest) (*tasks.GetResponse, error) {
+	if r.ExecID != "" { // an exec whose start failed never ran
+		return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ExecID, Status: tasktypes.Status_STOPPED}}, nil
+	}
+	return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ContainerID, Pid: 1, Status: tasktypes.Status_RUNNING}}, nil
+}
+
+func (f *shimTasks) Exec(_ context.Context, r *tasks.ExecProcessRequest) (*emptypb.Empty, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stdouts = append(f.stdouts, r.Stdout)
+	return &emptypb.Empty{}, nil
+}
+
+func (f *shimTasks) Start(context.Context, *tasks.StartRequest) (*tasks.StartResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.startErr; err != nil {
+		f.startErr = nil
+		return nil, err
+	}
+	return &tasks.StartResponse{Pid: 42}, nil
+}
+
+func (f *shimTasks) Wait(context.Context, *tasks.WaitRequest) (*tasks.WaitResponse, error) {
+	return &tasks.WaitResponse{ExitStatus: 0}, nil
+}
+
+func (f *shimTasks) Kill(context.Context, *tasks.KillRequest) (*emptypb.Empty, error) {
+	return &emptypb.Empty{}, nil
+}
+
+func (f *shimTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) (*tasks.DeleteResponse, error) {
+	return &tasks.DeleteResponse{}, nil
+}
+
+// Exec output goes through pipes that the shim opens by a /proc path, not a
+// FIFO directory; when the shim cannot open them the client uses FIFOs from
+// then on.
+func TestExecOutputPipesFallBackToFIFOs(t *testing.T) {
+	f := &shimTasks{startErr: status.Error(codes.Unknown,
+		`failed to start io pipe copy: containerd-shim: opening w/o fifo "/proc/1/fd/9" failed: permission denied`)}
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	containersapi.RegisterContainersServer(srv, fakeContainers{})
+	tasks.RegisterTasksServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := New(WithContainerdSocket(l.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// FIFOs go to a folder of the test's, not the host's /run/containerd.
+	c.opts.fifoDir = filepath.Join(dir, "fifo")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err == nil {
+		t.Fatal("Exec succeeded although the start failed")
+	}
+	if _, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err != nil {
+		t.Fatalf("second Exec: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := fmt.Sprintf("/proc/%d/fd/", os.Getpid())
+	if len(f.stdouts) != 2 || !strings.HasPrefix(f.stdouts[0], want) || !strings.HasPrefix(f.stdouts[1], c.opts.fifoDir+"/") {
+		t.Fatalf("stdout paths %q, want a pipe under %s, then a FIFO under %s", f.stdouts, want, c.opts.fifoDir)
 	}
 }
