@@ -116,6 +116,8 @@ type Client struct {
 	// pipes: exec output through pipes (pipeio.go) rather than FIFOs,
 	// until the shim is seen unable to open them.
 	pipes atomic.Bool
+	// exits delivers exec exits from the Tracker's event stream (exits.go).
+	exits exitRouter
 }
 
 // New makes a Client. It does not wait for the runtime.

@@ -166,8 +166,18 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 
 	waitCtx, cancelWait := context.WithCancel(bg)
 	defer cancelWait()
-	exitc, err := proc.Wait(waitCtx)
-	if err != nil {
+	// The exit comes from the event stream when one is up (registered
+	// before the start, so it cannot be missed), else from a Wait call.
+	// Without a timeout a lost event could hang the exec: Wait then.
+	var exitc <-chan containerd.ExitStatus
+	evc, viaEvents := (<-chan exitEvent)(nil), false
+	if timeout > 0 {
+		evc, viaEvents = c.exits.watch(execID)
+	}
+	if viaEvents {
+		defer c.exits.unwatch(execID)
+		exitc = eventExit(waitCtx, proc, evc)
+	} else if exitc, err = proc.Wait(waitCtx); err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
 	}
 	if err := ctx.Err(); err != nil {
@@ -210,8 +220,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		defer t.Stop()
 		timer = t.C
 	}
-	select {
-	case st := <-exitc:
+	onExit := func(st containerd.ExitStatus) (prober.ExecResult, bool, error) {
 		code, _, err := st.Result()
 		if err != nil {
 			killed = true
@@ -224,7 +233,17 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		}
 		outputHeld = !drain(proc.IO(), drainFor)
 		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
+	}
+	select {
+	case st := <-exitc:
+		return onExit(st)
 	case <-timer:
+		if viaEvents {
+			// An exit the stream failed to deliver is not a timeout.
+			if st, ok := c.stoppedStatus(bg, containerID, execID); ok {
+				return onExit(st)
+			}
+		}
 		killed = true
 		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
@@ -236,6 +255,43 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
 	}
+}
+
+// eventExit turns the exit the event stream delivers into what proc.Wait
+// returns; if the stream ends first, it asks the runtime with a Wait call.
+func eventExit(ctx context.Context, proc containerd.Process, evc <-chan exitEvent) <-chan containerd.ExitStatus {
+	out := make(chan containerd.ExitStatus, 1)
+	go func() {
+		select {
+		case ev := <-evc:
+			if !ev.lost {
+				out <- *containerd.NewExitStatus(ev.code, time.Time{}, nil)
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		wc, err := proc.Wait(ctx)
+		if err != nil {
+			out <- *containerd.NewExitStatus(containerd.UnknownExitStatus, time.Time{}, err)
+			return
+		}
+		if st, ok := <-wc; ok {
+			out <- st
+		}
+	}()
+	return out
+}
+
+// stoppedStatus asks the runtime whether an exec has exited, and its status.
+func (c *Client) stoppedStatus(ctx context.Context, containerID, execID string) (containerd.ExitStatus, bool) {
+	gctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	r, err := c.ctd.TaskService().Get(gctx, &tasks.GetRequest{ContainerID: containerID, ExecID: execID})
+	if err != nil || r.GetProcess().GetStatus() != tasktypes.Status_STOPPED {
+		return containerd.ExitStatus{}, false
+	}
+	return *containerd.NewExitStatus(r.GetProcess().GetExitStatus(), time.Time{}, nil), true
 }
 
 // kill ends a timed-out or abandoned exec: first every process it started

@@ -144,11 +144,19 @@ type shimTasks struct {
 	mu       sync.Mutex
 	startErr error
 	stdouts  []string
+	// onStart runs after a successful start; waits counts Wait calls, which
+	// answer waitCode; Get says a started exec stopped with stoppedCode.
+	onStart     func(execID string)
+	waits       int
+	waitCode    uint32
+	stoppedCode uint32
 }
 
 func (f *shimTasks) Get(_ context.Context, r *tasks.GetRequest) (*tasks.GetResponse, error) {
-	if r.ExecID != "" { // an exec whose start failed never ran
-		return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ExecID, Status: tasktypes.Status_STOPPED}}, nil
+	if r.ExecID != "" { // no pid: nothing for the kill paths to walk
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ExecID, Status: tasktypes.Status_STOPPED, ExitStatus: f.stoppedCode}}, nil
 	}
 	return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ContainerID, Pid: 1, Status: tasktypes.Status_RUNNING}}, nil
 }
@@ -160,18 +168,24 @@ func (f *shimTasks) Exec(_ context.Context, r *tasks.ExecProcessRequest) (*empty
 	return &emptypb.Empty{}, nil
 }
 
-func (f *shimTasks) Start(context.Context, *tasks.StartRequest) (*tasks.StartResponse, error) {
+func (f *shimTasks) Start(_ context.Context, r *tasks.StartRequest) (*tasks.StartResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.startErr; err != nil {
 		f.startErr = nil
 		return nil, err
 	}
-	return &tasks.StartResponse{Pid: 42}, nil
+	if f.onStart != nil {
+		go f.onStart(r.ExecID)
+	}
+	return &tasks.StartResponse{}, nil // no pid: see Get
 }
 
 func (f *shimTasks) Wait(context.Context, *tasks.WaitRequest) (*tasks.WaitResponse, error) {
-	return &tasks.WaitResponse{ExitStatus: 0}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waits++
+	return &tasks.WaitResponse{ExitStatus: f.waitCode}, nil
 }
 
 func (f *shimTasks) Kill(context.Context, *tasks.KillRequest) (*emptypb.Empty, error) {
@@ -180,6 +194,66 @@ func (f *shimTasks) Kill(context.Context, *tasks.KillRequest) (*emptypb.Empty, e
 
 func (f *shimTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) (*tasks.DeleteResponse, error) {
 	return &tasks.DeleteResponse{}, nil
+}
+
+func serveShimTasks(t *testing.T, f *shimTasks) *Client {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	containersapi.RegisterContainersServer(srv, fakeContainers{})
+	tasks.RegisterTasksServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := New(WithContainerdSocket(l.Addr().String()), WithFIFODir(filepath.Join(dir, "fifo")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// While an event stream is up, an exec learns its exit from it and makes no
+// Wait call; when the stream ends first, it asks with Wait; and an exit the
+// stream never delivers is found at the timeout, not taken for one.
+func TestExecExitFromEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name      string
+		onStart   func(c *Client, execID string)
+		wantCode  int
+		wantWaits int
+	}{
+		{"event", func(c *Client, id string) { c.exits.exited(id, 3) }, 3, 0},
+		{"stream lost", func(c *Client, id string) { c.exits.streamDown() }, 5, 1},
+		{"event missed", func(c *Client, id string) {}, 7, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &shimTasks{waitCode: 5, stoppedCode: 7}
+			c := serveShimTasks(t, f)
+			c.exits.streamUp()
+			f.onStart = func(id string) { tc.onStart(c, id) }
+			res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, 300*time.Millisecond)
+			if err != nil || res.ExitCode != tc.wantCode {
+				t.Fatalf("Exec = %+v, %v; want exit code %d", res, err, tc.wantCode)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.waits != tc.wantWaits {
+				t.Fatalf("%d Wait calls, want %d", f.waits, tc.wantWaits)
+			}
+		})
+	}
+	// No stream: a Wait call, as before.
+	f := &shimTasks{waitCode: 4}
+	c := serveShimTasks(t, f)
+	if res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err != nil || res.ExitCode != 4 || f.waits != 1 {
+		t.Fatalf("Exec without a stream = %+v, %v after %d Wait calls; want exit 4 after 1", res, err, f.waits)
+	}
 }
 
 // Exec output goes through pipes that the shim opens by a /proc path, not a
