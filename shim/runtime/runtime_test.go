@@ -764,3 +764,36 @@ func TestTrackerRunWithoutEvents(t *testing.T) {
 		t.Fatal("Run did not stop with its context")
 	}
 }
+
+// A container's exit drops its cached exec target (its task and process spec:
+// a restarted container's new task must be loaded again); an exec's exit is
+// handed to the Exec waiting for it and leaves the container's target alone.
+func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
+	c, _ := newFakeClient(t, &fakeCRI{})
+	tr := NewTracker(c, nil)
+	ctx := context.Background()
+	c.targets["a1"], c.targets["b1"] = &execTarget{}, &execTarget{}
+	c.exits.streamUp()
+	evc, ok := c.exits.watch("probe-x")
+	if !ok {
+		t.Fatal("no waiter registered while a stream is up")
+	}
+
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "b1", ID: "probe-x", ExitStatus: 9}, time.Now()))
+	select {
+	case ev := <-evc:
+		if ev.lost || ev.code != 9 {
+			t.Fatalf("exec exit delivered as %+v, want code 9", ev)
+		}
+	default:
+		t.Fatal("the exec's exit was not delivered")
+	}
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1", ExitStatus: 0}, time.Now()))
+	c.mu.Lock()
+	_, a1 := c.targets["a1"]
+	_, b1 := c.targets["b1"]
+	c.mu.Unlock()
+	if a1 || !b1 {
+		t.Fatalf("targets after a1's exit and an exec's in b1: a1 cached %v (want false), b1 cached %v (want true)", a1, b1)
+	}
+}
