@@ -251,7 +251,10 @@ func TestExecExitFromEvents(t *testing.T) {
 	// No stream: a Wait call, as before.
 	f := &shimTasks{waitCode: 4}
 	c := serveShimTasks(t, f)
-	if res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err != nil || res.ExitCode != 4 || f.waits != 1 {
+	res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil || res.ExitCode != 4 || f.waits != 1 {
 		t.Fatalf("Exec without a stream = %+v, %v after %d Wait calls; want exit 4 after 1", res, err, f.waits)
 	}
 }
