@@ -9,6 +9,7 @@
 # and state in a temporary folder; everything is removed afterwards. Needs root, busybox-static and
 # the CNI plugins in /usr/lib/cni. Arguments go to go test, e.g.
 #   PROBESHIM_CONTAINERD_BIN=/var/cache/probeshim/containerd/v2.4.2 hack/realruntime.sh -run TestRealExec
+# REALRUNTIME_PKGS narrows the packages (one package for -cpuprofile), e.g. REALRUNTIME_PKGS=./shim/runtime/.
 set -euo pipefail
 
 if [[ ${1:-} == __ctl ]]; then # __ctl DIR stop|start: PROBESHIM_CONTAINERD_CTL of the reconnect test
@@ -113,7 +114,7 @@ EOF
 echo "realruntime.sh: $("$bin/containerd" --version), $("$runc" --version | head -1) at $dir" >&2
 cd "$root"
 PROBESHIM_CONTAINERD_SOCKET="$dir/containerd.sock" PROBESHIM_CONTAINERD_CTL="$self __ctl $dir" \
-	go test -count=1 -v -run '^TestReal' "$@" ./shim/runtime/ ./shim/criproxy/ || {
+	go test -count=1 -v -run '^TestReal' "$@" ${REALRUNTIME_PKGS:-./shim/runtime/ ./shim/criproxy/} || {
 	rc=$?
 	tail -n 30 "$dir/containerd.log" >&2
 	exit $rc

@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,4 +55,50 @@ func BenchmarkRealExecVsExecSync(b *testing.B) {
 	b.ReportMetric(float64(mo.Microseconds())/1000, "probeshim-ms")
 	b.ReportMetric(float64(mc.Microseconds())/1000, "execsync-ms")
 	b.ReportMetric(float64(mo)/float64(mc), "ratio")
+}
+
+// BenchmarkRealExecCPU measures the client's own CPU per exec probe (user
+// and system time of this process, which is only the client: containerd, its
+// shim and runc are other processes) with a Tracker following containerd's
+// events as in the node service. -cpuprofile shows where it goes.
+func BenchmarkRealExecCPU(b *testing.B) {
+	r := realContainerd(b)
+	p := r.runPod(b, false)
+	id := r.runContainer(b, p, "app", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := NewTracker(r.client, nil)
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-tr.Synced():
+	case <-time.After(time.Minute):
+		b.Fatal("tracker not synced within a minute")
+	}
+	cmd := []string{"/bin/cat", "/etc/hostname"}
+	run := func() {
+		if res, err := r.client.Exec(ctx, id, cmd, 10*time.Second); err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %+v %v", res, err)
+		}
+	}
+	for range 5 { // warm the target cache and the connection
+		run()
+	}
+	b.ResetTimer()
+	c0 := cpuTime(b)
+	for range b.N {
+		run()
+	}
+	c1 := cpuTime(b)
+	b.StopTimer()
+	b.ReportMetric(float64((c1-c0).Microseconds())/float64(b.N), "cpu-us/exec")
+}
+
+// cpuTime is this process's user plus system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -88,8 +89,8 @@ func WithCRISocket(path string) Option { return func(o *options) { o.criSocket =
 // WithNamespace sets the containerd namespace (default k8s.io).
 func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
 
-// WithFIFODir sets where exec output FIFOs are made (default containerd's
-// client default, /run/containerd/fifo).
+// WithFIFODir makes exec output go through FIFOs made in dir rather than
+// through pipes (see pipeio.go).
 func WithFIFODir(dir string) Option { return func(o *options) { o.fifoDir = dir } }
 
 // WithLogger sets the logger (default logrus' standard logger).
@@ -112,6 +113,11 @@ type Client struct {
 	readWarn sync.Once
 	// deletes are exec deletes that finish after their Exec returned.
 	deletes sync.WaitGroup
+	// pipes: exec output through pipes (pipeio.go) rather than FIFOs,
+	// until the shim is seen unable to open them.
+	pipes atomic.Bool
+	// exits delivers exec exits from the Tracker's event stream (exits.go).
+	exits exitRouter
 }
 
 // New makes a Client. It does not wait for the runtime.
@@ -131,6 +137,7 @@ func New(opts ...Option) (*Client, error) {
 	}
 
 	c := &Client{opts: o, log: o.log, targets: map[string]*execTarget{}, reads: make(chan struct{}, maxReadsInFlight)}
+	c.pipes.Store(o.fifoDir == "")
 	ctdConn, err := dial(o.containerdSocket)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,10 @@ const (
 	heldDeleteTimeout = 15 * time.Second
 )
 
+// shimOpenFailed is in the error of an exec start whose output paths the
+// runc shim could not open (containerd 1.7 and 2.x).
+const shimOpenFailed = "containerd-shim: opening"
+
 // execTarget is what an exec needs of a container and never changes for a
 // container ID: its task and its process spec (user, env, cwd,
 // capabilities). Caching it saves two containerd calls per probe.
@@ -95,13 +99,24 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	pspec.ConsoleSize = nil
 
 	stdout, stderr := &cappedBuffer{max: MaxExecOutput}, &cappedBuffer{max: MaxExecOutput}
-	ioOpts := []cio.Opt{cio.WithStreams(nil, stdout, stderr)}
-	if c.opts.fifoDir != "" {
-		ioOpts = append(ioOpts, cio.WithFIFODir(c.opts.fifoDir))
+	var creator cio.Creator
+	var pipes *pipeIO
+	if c.pipes.Load() {
+		var err error
+		if pipes, err = newPipeIO(stdout, stderr); err != nil {
+			return prober.ExecResult{}, false, err
+		}
+		creator = func(string) (cio.IO, error) { return pipes, nil }
+	} else {
+		ioOpts := []cio.Opt{cio.WithStreams(nil, stdout, stderr)}
+		if c.opts.fifoDir != "" {
+			ioOpts = append(ioOpts, cio.WithFIFODir(c.opts.fifoDir))
+		}
+		creator = cio.NewCreator(ioOpts...)
 	}
 	execID := newExecID()
 	nctx := c.nsCtx(ctx)
-	proc, err := tgt.task.Exec(nctx, execID, &pspec, cio.NewCreator(ioOpts...))
+	proc, err := tgt.task.Exec(nctx, execID, &pspec, creator)
 	if err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "exec in container %s", containerID)
 	}
@@ -151,8 +166,18 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 
 	waitCtx, cancelWait := context.WithCancel(bg)
 	defer cancelWait()
-	exitc, err := proc.Wait(waitCtx)
-	if err != nil {
+	// The exit comes from the event stream when one is up (registered
+	// before the start, so it cannot be missed), else from a Wait call.
+	// Without a timeout a lost event could hang the exec: Wait then.
+	var exitc <-chan containerd.ExitStatus
+	evc, viaEvents := (<-chan exitEvent)(nil), false
+	if timeout > 0 {
+		evc, viaEvents = c.exits.watch(execID)
+	}
+	if viaEvents {
+		defer c.exits.unwatch(execID)
+		exitc = eventExit(waitCtx, proc, evc)
+	} else if exitc, err = proc.Wait(waitCtx); err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
 	}
 	if err := ctx.Err(); err != nil {
@@ -165,6 +190,15 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	sctx, cancelStart := context.WithTimeout(bg, cleanupTimeout)
 	err = proc.Start(sctx)
 	cancelStart()
+	if pipes != nil {
+		pipes.started()
+		if err != nil && strings.Contains(err.Error(), shimOpenFailed) {
+			// The shim cannot open our /proc (another PID namespace, a
+			// hardened /proc): FIFOs from now on.
+			c.pipes.Store(false)
+			c.log.WithError(err).Warn("the runtime's shim cannot open exec output pipes; using FIFOs")
+		}
+	}
 	if err != nil {
 		// It may have started even so (the answer was lost or late): never
 		// run it again, and end it. The client never learned its pid, so
@@ -186,8 +220,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		defer t.Stop()
 		timer = t.C
 	}
-	select {
-	case st := <-exitc:
+	onExit := func(st containerd.ExitStatus) (prober.ExecResult, bool, error) {
 		code, _, err := st.Result()
 		if err != nil {
 			killed = true
@@ -200,7 +233,17 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		}
 		outputHeld = !drain(proc.IO(), drainFor)
 		return prober.ExecResult{ExitCode: int(code), Output: joinOutput(stdout, stderr)}, true, nil
+	}
+	select {
+	case st := <-exitc:
+		return onExit(st)
 	case <-timer:
+		if viaEvents {
+			// An exit the stream failed to deliver is not a timeout.
+			if st, ok := c.stoppedStatus(bg, containerID, execID); ok {
+				return onExit(st)
+			}
+		}
 		killed = true
 		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
@@ -212,6 +255,43 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
 	}
+}
+
+// eventExit turns the exit the event stream delivers into what proc.Wait
+// returns; if the stream ends first, it asks the runtime with a Wait call.
+func eventExit(ctx context.Context, proc containerd.Process, evc <-chan exitEvent) <-chan containerd.ExitStatus {
+	out := make(chan containerd.ExitStatus, 1)
+	go func() {
+		select {
+		case ev := <-evc:
+			if !ev.lost {
+				out <- *containerd.NewExitStatus(ev.code, time.Time{}, nil)
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		wc, err := proc.Wait(ctx)
+		if err != nil {
+			out <- *containerd.NewExitStatus(containerd.UnknownExitStatus, time.Time{}, err)
+			return
+		}
+		if st, ok := <-wc; ok {
+			out <- st
+		}
+	}()
+	return out
+}
+
+// stoppedStatus asks the runtime whether an exec has exited, and its status.
+func (c *Client) stoppedStatus(ctx context.Context, containerID, execID string) (containerd.ExitStatus, bool) {
+	gctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	r, err := c.ctd.TaskService().Get(gctx, &tasks.GetRequest{ContainerID: containerID, ExecID: execID})
+	if err != nil || r.GetProcess().GetStatus() != tasktypes.Status_STOPPED {
+		return containerd.ExitStatus{}, false
+	}
+	return *containerd.NewExitStatus(r.GetProcess().GetExitStatus(), time.Time{}, nil), true
 }
 
 // kill ends a timed-out or abandoned exec: first every process it started

@@ -5,8 +5,11 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +134,167 @@ func TestExecStartFailureKillsStartedProcess(t *testing.T) {
 	defer f.mu.Unlock()
 	if !f.deleted {
 		t.Fatal("the exec process was not deleted")
+	}
+}
+
+// shimTasks is a tasks service whose execs run and exit 0 at once, or whose
+// start fails with startErr; it records the stdout path of each exec.
+type shimTasks struct {
+	tasks.UnimplementedTasksServer
+	mu       sync.Mutex
+	startErr error
+	stdouts  []string
+	// onStart runs after a successful start; waits counts Wait calls, which
+	// answer waitCode; Get says a started exec stopped with stoppedCode.
+	onStart     func(execID string)
+	waits       int
+	waitCode    uint32
+	stoppedCode uint32
+}
+
+func (f *shimTasks) Get(_ context.Context, r *tasks.GetRequest) (*tasks.GetResponse, error) {
+	if r.ExecID != "" { // no pid: nothing for the kill paths to walk
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ExecID, Status: tasktypes.Status_STOPPED, ExitStatus: f.stoppedCode}}, nil
+	}
+	return &tasks.GetResponse{Process: &tasktypes.Process{ID: r.ContainerID, Pid: 1, Status: tasktypes.Status_RUNNING}}, nil
+}
+
+func (f *shimTasks) Exec(_ context.Context, r *tasks.ExecProcessRequest) (*emptypb.Empty, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stdouts = append(f.stdouts, r.Stdout)
+	return &emptypb.Empty{}, nil
+}
+
+func (f *shimTasks) Start(_ context.Context, r *tasks.StartRequest) (*tasks.StartResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.startErr; err != nil {
+		f.startErr = nil
+		return nil, err
+	}
+	if f.onStart != nil {
+		go f.onStart(r.ExecID)
+	}
+	return &tasks.StartResponse{}, nil // no pid: see Get
+}
+
+func (f *shimTasks) Wait(context.Context, *tasks.WaitRequest) (*tasks.WaitResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.waits++
+	return &tasks.WaitResponse{ExitStatus: f.waitCode}, nil
+}
+
+func (f *shimTasks) Kill(context.Context, *tasks.KillRequest) (*emptypb.Empty, error) {
+	return &emptypb.Empty{}, nil
+}
+
+func (f *shimTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) (*tasks.DeleteResponse, error) {
+	return &tasks.DeleteResponse{}, nil
+}
+
+func serveShimTasks(t *testing.T, f *shimTasks) *Client {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	containersapi.RegisterContainersServer(srv, fakeContainers{})
+	tasks.RegisterTasksServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := New(WithContainerdSocket(l.Addr().String()), WithFIFODir(filepath.Join(dir, "fifo")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// While an event stream is up, an exec learns its exit from it and makes no
+// Wait call; when the stream ends first, it asks with Wait; and an exit the
+// stream never delivers is found at the timeout, not taken for one.
+func TestExecExitFromEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name      string
+		onStart   func(c *Client, execID string)
+		wantCode  int
+		wantWaits int
+	}{
+		{"event", func(c *Client, id string) { c.exits.exited(id, 3) }, 3, 0},
+		{"stream lost", func(c *Client, id string) { c.exits.streamDown() }, 5, 1},
+		{"event missed", func(c *Client, id string) {}, 7, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &shimTasks{waitCode: 5, stoppedCode: 7}
+			c := serveShimTasks(t, f)
+			c.exits.streamUp()
+			f.onStart = func(id string) { tc.onStart(c, id) }
+			res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, 300*time.Millisecond)
+			if err != nil || res.ExitCode != tc.wantCode {
+				t.Fatalf("Exec = %+v, %v; want exit code %d", res, err, tc.wantCode)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.waits != tc.wantWaits {
+				t.Fatalf("%d Wait calls, want %d", f.waits, tc.wantWaits)
+			}
+		})
+	}
+	// No stream: a Wait call, as before.
+	f := &shimTasks{waitCode: 4}
+	c := serveShimTasks(t, f)
+	res, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil || res.ExitCode != 4 || f.waits != 1 {
+		t.Fatalf("Exec without a stream = %+v, %v after %d Wait calls; want exit 4 after 1", res, err, f.waits)
+	}
+}
+
+// Exec output goes through pipes that the shim opens by a /proc path, not a
+// FIFO directory; when the shim cannot open them the client uses FIFOs from
+// then on.
+func TestExecOutputPipesFallBackToFIFOs(t *testing.T) {
+	f := &shimTasks{startErr: status.Error(codes.Unknown,
+		`failed to start io pipe copy: containerd-shim: opening w/o fifo "/proc/1/fd/9" failed: permission denied`)}
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	containersapi.RegisterContainersServer(srv, fakeContainers{})
+	tasks.RegisterTasksServer(srv, f)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+	c, err := New(WithContainerdSocket(l.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// FIFOs go to a folder of the test's, not the host's /run/containerd.
+	c.opts.fifoDir = filepath.Join(dir, "fifo")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err == nil {
+		t.Fatal("Exec succeeded although the start failed")
+	}
+	if _, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second); err != nil {
+		t.Fatalf("second Exec: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := fmt.Sprintf("/proc/%d/fd/", os.Getpid())
+	if len(f.stdouts) != 2 || !strings.HasPrefix(f.stdouts[0], want) || !strings.HasPrefix(f.stdouts[1], c.opts.fifoDir+"/") {
+		t.Fatalf("stdout paths %q, want a pipe under %s, then a FIFO under %s", f.stdouts, want, c.opts.fifoDir)
 	}
 }

@@ -26,6 +26,9 @@ type pidRef struct{ pid, fd int }
 // container's init). It returns how many it signalled. Without pidfds
 // (Linux before 5.3) it kills none: a PID alone may have been reused.
 func killDescendants(root int) (int, error) {
+	if err := killableRoot(root); err != nil {
+		return 0, err
+	}
 	refs, err := descendants(root)
 	defer closeRefs(refs)
 	n := 0
@@ -35,6 +38,27 @@ func killDescendants(root int) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// killableRoot refuses a root whose descendants include this service: PID 1,
+// the service itself and its ancestors. The PID comes from the runtime; a
+// wrong one (a runtime's bug, a fake in a test) must never make the service
+// kill every process on the host.
+func killableRoot(root int) error {
+	if root <= 1 {
+		return fmt.Errorf("refusing to kill the processes below PID %d", root)
+	}
+	for pid, n := os.Getpid(), 0; pid > 1 && n < 64; n++ {
+		if pid == root {
+			return fmt.Errorf("refusing to kill the processes below PID %d, an ancestor of this process", root)
+		}
+		ppid, _, err := procStatus(pid)
+		if err != nil {
+			return fmt.Errorf("refusing to kill the processes below PID %d: %w", root, err)
+		}
+		pid = ppid
+	}
+	return nil
 }
 
 func closeRefs(refs []pidRef) {

@@ -442,3 +442,47 @@ func TestRealExecBackgroundChild(t *testing.T) {
 		t.Fatal("the exec process's delete never finished")
 	}
 }
+
+// With a Tracker following containerd's events, as in the service, an exec
+// learns its exit from the stream; results, the output cap and the timeout
+// kill are as without.
+func TestRealExecExitFromEvents(t *testing.T) {
+	r := realContainerd(t)
+	p := r.runPod(t, false)
+	id := r.runContainer(t, p, "app", 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := NewTracker(r.client, nil)
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-tr.Synced():
+	case <-time.After(time.Minute):
+		t.Fatal("tracker not synced within a minute")
+	}
+	delivered := func() int {
+		r.client.exits.mu.Lock()
+		defer r.client.exits.mu.Unlock()
+		return r.client.exits.delivered
+	}
+
+	res, err := r.client.Exec(ctx, id, []string{"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, 5*time.Second)
+	if err != nil || res.ExitCode != 3 || string(res.Output) != "out\nerr\n" {
+		t.Fatalf("exit 3: %+v (%q), %v", res, res.Output, err)
+	}
+	if n := delivered(); n != 1 {
+		t.Fatalf("%d exits came from the event stream, want 1", n)
+	}
+	res, err = r.client.Exec(ctx, id, []string{"/bin/seq", "1", "100000"}, 10*time.Second)
+	if err != nil || res.ExitCode != 0 || len(res.Output) != MaxExecOutput {
+		t.Fatalf("big output: code %d, %d bytes, %v", res.ExitCode, len(res.Output), err)
+	}
+	_, err = r.client.Exec(ctx, id, []string{"/bin/sh", "-c", "sleep 3000 & sleep 3001"}, 500*time.Millisecond)
+	if !errors.Is(err, prober.ErrExecTimeout) {
+		t.Fatalf("timeout: err = %v, want ErrExecTimeout", err)
+	}
+	assertNoStrays(t, r, id)
+	if n := delivered(); n != 3 {
+		t.Fatalf("%d exits came from the event stream, want 3", n)
+	}
+}

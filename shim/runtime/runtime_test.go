@@ -468,6 +468,21 @@ func TestKillDescendants(t *testing.T) {
 	}
 }
 
+// The tree walk never starts at PID 1, the service or one of its ancestors:
+// their descendants include the service and everything else. (It only asks;
+// no process is signalled.)
+func TestKillableRoot(t *testing.T) {
+	for _, pid := range []int{-1, 0, 1, os.Getpid(), os.Getppid()} {
+		if err := killableRoot(pid); err == nil {
+			t.Errorf("killableRoot(%d) = nil, want a refusal", pid)
+		}
+	}
+	cmd, _ := startTree(t)
+	if err := killableRoot(cmd.Process.Pid); err != nil {
+		t.Errorf("killableRoot(child %d) = %v, want nil", cmd.Process.Pid, err)
+	}
+}
+
 // eventuallyGone waits for pid to exit (a zombie counts).
 func eventuallyGone(t *testing.T, pid int) {
 	t.Helper()
@@ -747,5 +762,38 @@ func TestTrackerRunWithoutEvents(t *testing.T) {
 	case <-done:
 	case <-time.After(3 * time.Second):
 		t.Fatal("Run did not stop with its context")
+	}
+}
+
+// A container's exit drops its cached exec target (its task and process spec:
+// a restarted container's new task must be loaded again); an exec's exit is
+// handed to the Exec waiting for it and leaves the container's target alone.
+func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
+	c, _ := newFakeClient(t, &fakeCRI{})
+	tr := NewTracker(c, nil)
+	ctx := context.Background()
+	c.targets["a1"], c.targets["b1"] = &execTarget{}, &execTarget{}
+	c.exits.streamUp()
+	evc, ok := c.exits.watch("probe-x")
+	if !ok {
+		t.Fatal("no waiter registered while a stream is up")
+	}
+
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "b1", ID: "probe-x", ExitStatus: 9}, time.Now()))
+	select {
+	case ev := <-evc:
+		if ev.lost || ev.code != 9 {
+			t.Fatalf("exec exit delivered as %+v, want code 9", ev)
+		}
+	default:
+		t.Fatal("the exec's exit was not delivered")
+	}
+	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1", ExitStatus: 0}, time.Now()))
+	c.mu.Lock()
+	_, a1 := c.targets["a1"]
+	_, b1 := c.targets["b1"]
+	c.mu.Unlock()
+	if a1 || !b1 {
+		t.Fatalf("targets after a1's exit and an exec's in b1: a1 cached %v (want false), b1 cached %v (want true)", a1, b1)
 	}
 }

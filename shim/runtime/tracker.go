@@ -190,6 +190,8 @@ func (t *Tracker) session(ctx context.Context) (synced bool, _ error) {
 	}
 	t.setHealth(nil)
 	t.log.Info("following containerd events")
+	t.c.exits.streamUp()
+	defer t.c.exits.streamDown()
 	t.syncOnce.Do(func() { close(t.synced) })
 
 	for {
@@ -339,7 +341,9 @@ func (t *Tracker) handle(ctx context.Context, env *events.Envelope) {
 		})
 	case *eventtypes.TaskExit:
 		if e.GetID() != "" && e.GetID() != e.GetContainerID() {
-			return // an exec process, not the container
+			// An exec process, not the container: maybe a probe's.
+			t.c.exits.exited(e.GetID(), e.GetExitStatus())
+			return
 		}
 		changes = t.stopped(e.GetContainerID())
 	case *eventtypes.TaskDelete:
