@@ -169,12 +169,7 @@ func New(cfg Config) *Executor {
 		}
 		return nil, nil
 	}})
-	_ = e.podInf.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			p.ManagedFields = nil // most of a pod's size, never read
-		}
-		return obj, nil
-	})
+	_ = e.podInf.SetTransform(transformPod)
 	// Set here, not in Run: ContainerChanged may read them from the tracker's goroutine at any time.
 	e.crrs, e.pods = e.crrInf.GetIndexer(), e.podInf.GetIndexer()
 	return e
