@@ -249,7 +249,7 @@ func (s *service) run(ctx context.Context) error {
 		return nil
 	}
 
-	api := s.buildAPI(ctx, clients)
+	api := s.buildAPI(clients)
 	if err := lc.start(ctx, s.apiComponents(api)...); err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (s *service) runtimeReachable() (bool, string) {
 }
 
 // buildAPI builds the components that talk to the API server.
-func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide {
+func (s *service) buildAPI(clients *kube.Clients) *apiSide {
 	recorder := events.New(events.Config{Client: clients.Kube.Events, Component: "probeshim", Host: s.cfg.NodeName, Log: s.log})
 	api := &apiSide{events: recorder}
 	api.controller = podprobe.New(podprobe.Config{
