@@ -128,9 +128,9 @@ func BenchmarkScale100(b *testing.B) {
 	time.Sleep(3 * time.Second) // let the last flip and the removal be written
 	steady := measure(b, c, svc, window)
 	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
-		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB, status writes %.1f/min\n"+
+		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB (anon %.1f, file %.1f), status writes %.1f/min\n"+
 		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min",
-		pods, window, steady.shim, steady.rssMB, steady.writesPerMin, flipping, churn.shim, churn.rssMB, churn.writesPerMin)
+		pods, window, steady.shim, steady.rssMB, steady.anonMB, steady.fileMB, steady.writesPerMin, flipping, churn.shim, churn.rssMB, churn.writesPerMin)
 	b.ReportMetric(steady.shim, "steady-%cpu")
 	b.ReportMetric(steady.rssMB, "steady-rss-MB")
 	b.ReportMetric(steady.writesPerMin, "steady-writes/min")
@@ -214,6 +214,7 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 type sample struct {
 	machine, kubelet, shim float64 // % of one core
 	rssMB                  float64
+	anonMB, fileMB         float64 // RssAnon (heap, stacks) and RssFile (the binary's touched pages) of rssMB
 	writesPerMin           float64
 }
 
@@ -233,7 +234,9 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 		machine:      (m1 - m0) / hz / el * 100,
 		kubelet:      (k1 - k0) / hz / el * 100,
 		shim:         (s1 - s0) / hz / el * 100,
-		rssMB:        rssMB(shim),
+		rssMB:        rssMB(shim, "VmRSS:"),
+		anonMB:       rssMB(shim, "RssAnon:"),
+		fileMB:       rssMB(shim, "RssFile:"),
 		writesPerMin: (writes(b, svc) - w0) / el * 60,
 	}
 }
@@ -266,10 +269,11 @@ func procTicks(pid int) float64 {
 	return u + st
 }
 
-func rssMB(pid int) float64 {
+// rssMB reads one of the memory lines of /proc/PID/status (VmRSS:, RssAnon:, RssFile:) in MB.
+func rssMB(pid int, field string) float64 {
 	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			return kb / 1024
 		}

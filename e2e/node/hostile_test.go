@@ -58,7 +58,7 @@ func TestHostileTargets(t *testing.T) {
 	quiet := s.reaction(t)
 	pid := s.svc.Pid()
 	time.Sleep(3 * time.Second)
-	before := rssMB(pid)
+	before := rssMB(pid, "VmRSS:")
 
 	var probes []v1alpha1.ContainerProbe
 	for i := range hostileHeader {
@@ -88,7 +88,7 @@ func TestHostileTargets(t *testing.T) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				r := rssMB(pid)
+				r := rssMB(pid, "VmRSS:")
 				mu.Lock()
 				peak = max(peak, r)
 				mu.Unlock()
@@ -100,7 +100,7 @@ func TestHostileTargets(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	stop()
 	sampler.Wait()
-	after := rssMB(pid)
+	after := rssMB(pid, "VmRSS:")
 
 	late := "n/a"
 	if m, err := s.svc.Get(framework.Context(t, time.Minute), "/metrics"); err == nil {

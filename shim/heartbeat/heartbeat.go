@@ -20,10 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/probeshim/probeshim/shim/kube"
 )
 
 // Defaults, agreed with the cluster part, which reads the lease.
@@ -33,11 +33,13 @@ const (
 	DefaultRenewInterval = 10 * time.Second
 )
 
-// KubeClient is what the heartbeat needs of a clientset: a *kubernetes.Clientset, a fake one or
-// shim/kube's narrow one.
+// KubeClient is what the heartbeat needs of the API server: shim/kube's clients (or
+// kubetest.Adapt of a fake clientset).
 type KubeClient interface {
-	CoreV1() typedcorev1.CoreV1Interface
-	CoordinationV1() typedcoordinationv1.CoordinationV1Interface
+	Nodes() kube.Getter[*corev1.Node]
+	ConfigMaps(namespace string) kube.Getter[*corev1.ConfigMap]
+	Services(namespace string) kube.Getter[*corev1.Service]
+	Leases(namespace string) kube.LeaseClient
 }
 
 // Config wires a Heartbeat.
@@ -283,7 +285,7 @@ func (h *Heartbeat) advice(err error) (string, string) {
 // node's object becomes the lease's owner when it can be read, so that
 // deleting the node deletes its lease.
 func (h *Heartbeat) renew(ctx context.Context) error {
-	leases := h.cfg.Client.CoordinationV1().Leases(h.cfg.Namespace)
+	leases := h.cfg.Client.Leases(h.cfg.Namespace)
 	now := metav1.NewMicroTime(h.cfg.Clock.Now())
 	if h.latest != nil {
 		lease := h.latest.DeepCopy()
@@ -334,7 +336,7 @@ func (h *Heartbeat) fill(ctx context.Context, l *coordinationv1.Lease, now metav
 // read (a dedicated identity without that right): the lease then outlives a
 // deleted node until someone removes it.
 func (h *Heartbeat) owner(ctx context.Context) []metav1.OwnerReference {
-	node, err := h.cfg.Client.CoreV1().Nodes().Get(ctx, h.cfg.Node, metav1.GetOptions{})
+	node, err := h.cfg.Client.Nodes().Get(ctx, h.cfg.Node, metav1.GetOptions{})
 	if err != nil {
 		h.cfg.Log.WithError(err).Debug("lease without owner: the Node object cannot be read")
 		return nil

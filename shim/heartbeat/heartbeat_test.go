@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 
 const node = "node-a"
@@ -41,7 +43,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 	x := &harness{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)), logs: hook}
 	x.h = New(Config{
 		Node:       node,
-		Client:     x.client,
+		Client:     kubetest.Adapt(x.client),
 		Healthy:    func(context.Context) error { return x.healthy },
 		Registerer: prometheus.NewRegistry(),
 		Log:        logger,

@@ -174,7 +174,7 @@ func (e *RelayError) Error() string {
 // and CA; a configured URL or CA file takes precedence.
 func (c *RelayClient) discover(ctx context.Context) (*target, error) {
 	var published map[string]string
-	cm, err := c.cfg.Kube.CoreV1().ConfigMaps(c.cfg.Namespace).Get(ctx, heartbeatapi.ConfigMapName, metav1.GetOptions{})
+	cm, err := c.cfg.Kube.ConfigMaps(c.cfg.Namespace).Get(ctx, heartbeatapi.ConfigMapName, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		published = cm.Data
@@ -217,7 +217,7 @@ func (c *RelayClient) serviceURL(ctx context.Context, svc string) (string, error
 	if !ok || !ok2 || err != nil || port <= 0 || port > 65535 {
 		return "", fmt.Errorf("the published service %q is not <namespace>/<name>:<port>", svc)
 	}
-	s, err := c.cfg.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	s, err := c.cfg.Kube.Services(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("reading Service %s/%s: %w", ns, name, err)
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
 	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 
 // fakeRelay records renewals and answers err.
@@ -196,7 +197,7 @@ func TestRelayClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewRelayClient(RelayConfig{Kube: kube, Namespace: DefaultNamespace, ClientCert: cert})
+	c := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(kube), Namespace: DefaultNamespace, ClientCert: cert})
 	ctx := context.Background()
 	if err := c.Renew(ctx, node, DefaultLeaseDuration); err != nil {
 		t.Fatal(err)
@@ -220,12 +221,12 @@ func TestRelayClient(t *testing.T) {
 	}
 
 	// A server the published CA did not sign is not trusted.
-	other := NewRelayClient(RelayConfig{Kube: kube, Namespace: DefaultNamespace, ClientCert: cert, CAFile: writeFile(t, dir, "other.crt", newTestCA(t).PEM)})
+	other := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(kube), Namespace: DefaultNamespace, ClientCert: cert, CAFile: writeFile(t, dir, "other.crt", newTestCA(t).PEM)})
 	if err := other.Renew(ctx, node, DefaultLeaseDuration); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("renewal with a server of another CA: %v", err)
 	}
 	// Without the ConfigMap (no cluster deployment yet) there is nothing to send to.
-	none := NewRelayClient(RelayConfig{Kube: fake.NewClientset(), Namespace: DefaultNamespace, ClientCert: cert})
+	none := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(fake.NewClientset()), Namespace: DefaultNamespace, ClientCert: cert})
 	if err := none.Renew(ctx, node, DefaultLeaseDuration); err == nil || !strings.Contains(err.Error(), heartbeatapi.ConfigMapName) {
 		t.Fatalf("renewal without the ConfigMap: %v", err)
 	}

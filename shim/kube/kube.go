@@ -1,19 +1,24 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package kube builds the node service's API server clients from a kubeconfig:
-// typed clients of the two API groups it uses (core and coordination), and a
-// REST client for the apps.kruise.io/v1alpha1 resources it reads and writes.
+// Package kube builds the node service's API server clients from a kubeconfig: plain REST
+// clients of the three API groups it uses (core, coordination, apps.kruise.io/v1alpha1) over a
+// scheme of just those groups.
 package kube
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/flowcontrol"
@@ -31,24 +36,41 @@ type Clients struct {
 	Kruise rest.Interface
 }
 
-// Interface is the part of client-go's kubernetes.Interface the node service uses (a
-// *kubernetes.Clientset or a fake one satisfies it). Not the whole clientset: one holding all
-// of its ~56 API groups keeps every group's client code in the binary, and the pages of that
-// code the service touches count in its RSS (about 17 MB more text, measured).
+// Interface is every core and coordination call the node service makes. Not client-go's typed
+// clients: they register all ~56 API groups of k8s.io/client-go/kubernetes/scheme at start, whose
+// code and type data the service then keeps touched in its RSS (issue 20). Its methods have
+// client-go's signatures, so a typed client (or a fake clientset, see kubetest) satisfies each.
 type Interface interface {
-	CoreV1() typedcorev1.CoreV1Interface
-	CoordinationV1() typedcoordinationv1.CoordinationV1Interface
+	Nodes() Getter[*corev1.Node]
+	ConfigMaps(namespace string) Getter[*corev1.ConfigMap]
+	Services(namespace string) Getter[*corev1.Service]
+	Pods(namespace string) PodClient
+	Leases(namespace string) LeaseClient
+	Events(namespace string) EventClient
 }
 
-// groups is Interface over the two typed clients.
-type groups struct {
-	core         *typedcorev1.CoreV1Client
-	coordination *typedcoordinationv1.CoordinationV1Client
+// Getter reads one object.
+type Getter[T runtime.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 }
 
-func (g groups) CoreV1() typedcorev1.CoreV1Interface { return g.core }
-func (g groups) CoordinationV1() typedcoordinationv1.CoordinationV1Interface {
-	return g.coordination
+// PodClient lists and watches pods.
+type PodClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// LeaseClient reads and writes leases.
+type LeaseClient interface {
+	Getter[*coordinationv1.Lease]
+	Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+}
+
+// EventClient writes core/v1 events.
+type EventClient interface {
+	Create(ctx context.Context, event *corev1.Event, opts metav1.CreateOptions) (*corev1.Event, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Event, error)
 }
 
 // Options tune the clients.
@@ -74,12 +96,21 @@ func (o observer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// Scheme knows the apps.kruise.io/v1alpha1 types.
+// Scheme knows the three groups' types (and metav1's options and Status), nothing else.
 var Scheme = runtime.NewScheme()
 
+var (
+	codecs         = serializer.NewCodecFactory(Scheme)
+	parameterCodec = runtime.NewParameterCodec(Scheme)
+)
+
 func init() {
-	if err := v1alpha1.AddToScheme(Scheme); err != nil {
-		panic(err)
+	// As client-go's scheme does: the unversioned options and Status under "v1".
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(Scheme); err != nil {
+			panic(err)
+		}
 	}
 }
 
@@ -111,8 +142,8 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	if o.Observe != nil {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return observer{next: rt, observe: o.Observe} })
 	}
-	// As kubernetes.NewForConfig does: the groups share one connection pool and one rate limit
-	// (the apps.kruise.io client below has its own, as before).
+	// As kubernetes.NewForConfig does: core and coordination share one connection pool and one
+	// rate limit (the apps.kruise.io client below has its own, as before).
 	gcfg := rest.CopyConfig(cfg)
 	if gcfg.RateLimiter == nil && gcfg.QPS > 0 {
 		burst := gcfg.Burst
@@ -125,21 +156,129 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	var kc groups
-	if kc.core, err = typedcorev1.NewForConfigAndClient(gcfg, hc); err != nil {
+	var g groups
+	if g.core, err = rest.RESTClientForConfigAndClient(groupConfig(gcfg, "/api", corev1.SchemeGroupVersion), hc); err != nil {
 		return nil, err
 	}
-	if kc.coordination, err = typedcoordinationv1.NewForConfigAndClient(gcfg, hc); err != nil {
+	if g.coordination, err = rest.RESTClientForConfigAndClient(groupConfig(gcfg, "/apis", coordinationv1.SchemeGroupVersion), hc); err != nil {
 		return nil, err
 	}
-	kcfg := rest.CopyConfig(cfg)
-	kcfg.GroupVersion = &v1alpha1.SchemeGroupVersion
-	kcfg.APIPath = "/apis"
-	kcfg.ContentType = runtime.ContentTypeJSON
-	kcfg.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
-	rc, err := rest.RESTClientFor(kcfg)
+	rc, err := rest.RESTClientFor(groupConfig(cfg, "/apis", v1alpha1.SchemeGroupVersion))
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Kube: kc, Kruise: rc}, nil
+	return &Clients{Config: cfg, Kube: g, Kruise: rc}, nil
+}
+
+// groupConfig is cfg for one group's REST client. JSON unless the caller chose otherwise: the
+// kubeconfig's protobuf, if set, works for core and coordination, not for the CRDs.
+func groupConfig(cfg *rest.Config, apiPath string, gv schema.GroupVersion) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.APIPath = apiPath
+	c.GroupVersion = &gv
+	if c.ContentType == "" || gv == v1alpha1.SchemeGroupVersion {
+		c.ContentType = runtime.ContentTypeJSON
+	}
+	c.NegotiatedSerializer = codecs.WithoutConversion()
+	return c
+}
+
+// groups is Interface over the core and coordination REST clients.
+type groups struct {
+	core, coordination *rest.RESTClient
+}
+
+func (g groups) Nodes() Getter[*corev1.Node] {
+	return resource[*corev1.Node]{c: g.core, resource: "nodes", new: func() *corev1.Node { return &corev1.Node{} }}
+}
+
+func (g groups) ConfigMaps(ns string) Getter[*corev1.ConfigMap] {
+	return resource[*corev1.ConfigMap]{c: g.core, ns: ns, resource: "configmaps", new: func() *corev1.ConfigMap { return &corev1.ConfigMap{} }}
+}
+
+func (g groups) Services(ns string) Getter[*corev1.Service] {
+	return resource[*corev1.Service]{c: g.core, ns: ns, resource: "services", new: func() *corev1.Service { return &corev1.Service{} }}
+}
+
+func (g groups) Pods(ns string) PodClient {
+	return pods{resource[*corev1.Pod]{c: g.core, ns: ns, resource: "pods", new: func() *corev1.Pod { return &corev1.Pod{} }}}
+}
+
+func (g groups) Leases(ns string) LeaseClient {
+	return resource[*coordinationv1.Lease]{c: g.coordination, ns: ns, resource: "leases", new: func() *coordinationv1.Lease { return &coordinationv1.Lease{} }}
+}
+
+func (g groups) Events(ns string) EventClient {
+	return resource[*corev1.Event]{c: g.core, ns: ns, resource: "events", new: func() *corev1.Event { return &corev1.Event{} }}
+}
+
+// resource is one resource's calls, as client-go's gentype.Client makes them.
+type resource[T runtime.Object] struct {
+	c        *rest.RESTClient
+	ns       string // "" for a cluster-scoped resource or all namespaces
+	resource string
+	new      func() T
+}
+
+func (r resource[T]) request(verb string) *rest.Request {
+	return r.c.Verb(verb).NamespaceIfScoped(r.ns, r.ns != "").Resource(r.resource)
+}
+
+func (r resource[T]) Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error) {
+	out := r.new()
+	err := r.request(http.MethodGet).Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r resource[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	out := r.new()
+	err := r.request(http.MethodPost).VersionedParams(&opts, parameterCodec).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r resource[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	out := r.new()
+	name, err := nameOf(obj)
+	if err != nil {
+		return out, err
+	}
+	err = r.request(http.MethodPut).Name(name).VersionedParams(&opts, parameterCodec).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r resource[T]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := r.new()
+	err := r.request(http.MethodPatch).Name(name).SubResource(subresources...).VersionedParams(&opts, parameterCodec).
+		SetHeader("Content-Type", string(pt)).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+func nameOf(obj runtime.Object) (string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return "", fmt.Errorf("%T has no object metadata", obj)
+	}
+	return m.GetName(), nil
+}
+
+// pods adds List and Watch.
+type pods struct{ resource[*corev1.Pod] }
+
+func (p pods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	out := &corev1.PodList{}
+	err := p.request(http.MethodGet).VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
+	return out, err
+}
+
+func (p pods) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return p.request(http.MethodGet).VersionedParams(&opts, parameterCodec).Timeout(timeout(opts)).Watch(ctx)
+}
+
+// timeout is the client side of opts.TimeoutSeconds (a reflector's watch sets it), as gentype's.
+func timeout(opts metav1.ListOptions) time.Duration {
+	if opts.TimeoutSeconds == nil {
+		return 0
+	}
+	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }

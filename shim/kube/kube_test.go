@@ -36,11 +36,11 @@ func TestClientsReachEachGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	_, _ = c.Kube.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
-	_, _ = c.Kube.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+	_, _ = c.Kube.ConfigMaps("ns").Get(ctx, "p", metav1.GetOptions{})
+	_, _ = c.Kube.Leases("ns").Get(ctx, "l", metav1.GetOptions{})
 	_ = c.Kruise.Get().Namespace("ns").Resource("containerrecreaterequests").Name("c").Do(ctx).Error()
 	want := []string{
-		"/api/v1/namespaces/ns/pods/p",
+		"/api/v1/namespaces/ns/configmaps/p",
 		"/apis/coordination.k8s.io/v1/namespaces/ns/leases/l",
 		"/apis/apps.kruise.io/v1alpha1/namespaces/ns/containerrecreaterequests/c",
 	}

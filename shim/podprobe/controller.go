@@ -15,11 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -39,13 +39,19 @@ type Metrics interface {
 	StatusWrite(err error)
 }
 
+// EventRecorder records an event about an object: shim/events' Recorder (client-go's
+// record.FakeRecorder in tests).
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
 // Config wires a Controller.
 type Config struct {
 	Node   string
 	Client rest.Interface // apps.kruise.io/v1alpha1
 	Engine Engine
 	// Events records KruiseProbeSucceeded / KruiseProbeFailed on pods.
-	Events  record.EventRecorder
+	Events  EventRecorder
 	Metrics Metrics
 	Log     logrus.FieldLogger
 	Clock   clock.WithTicker

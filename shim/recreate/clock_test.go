@@ -26,6 +26,7 @@ import (
 	"github.com/probeshim/probeshim/internal/clocktest"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
+	"github.com/probeshim/probeshim/shim/kube/kubetest"
 	shimruntime "github.com/probeshim/probeshim/shim/runtime"
 )
 
@@ -194,7 +195,7 @@ func newClockHarness(t *testing.T, containers []string, mut func(*v1alpha1.Conta
 	if testing.Verbose() {
 		log.SetOutput(testWriter{t})
 	}
-	e := New(Config{Node: "node-a", Client: cl.Kruise, Kube: kubefake.NewClientset(), Runtime: node, Containers: node,
+	e := New(Config{Node: "node-a", Client: cl.Kruise, Kube: kubetest.Adapt(kubefake.NewClientset()), Runtime: node, Containers: node,
 		Log: log, Clock: clock})
 	ctx, cancel := context.WithCancel(context.Background())
 	e.ctx = ctx

@@ -31,14 +31,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/kube"
 )
 
 // EventReasonKilling on the pod when a container is stopped for a request, as the kubelet names
@@ -93,15 +92,21 @@ type Config struct {
 	// pod's requests are done. Default: the host's network (tests).
 	Network prober.Network
 	// Events records Killing and FailedPreStopHook on pods. Optional.
-	Events record.EventRecorder
+	Events EventRecorder
 	Log    logrus.FieldLogger
 	Clock  clock.Clock
 }
 
-// KubeClient is what the executor needs of a clientset: a *kubernetes.Clientset, a fake one or
-// shim/kube's narrow one.
+// EventRecorder records an event about an object: shim/events' Recorder (client-go's
+// record.FakeRecorder in tests).
+type EventRecorder interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+// KubeClient is what the executor needs of the API server: shim/kube's clients (or
+// kubetest.Adapt of a fake clientset).
 type KubeClient interface {
-	CoreV1() typedcorev1.CoreV1Interface
+	Pods(namespace string) kube.PodClient
 }
 
 // Executor carries out this node's ContainerRecreateRequests.
@@ -147,7 +152,7 @@ func New(cfg Config) *Executor {
 		return []string{crr.Labels[v1alpha1.LabelCRRPodUID]}, nil
 	}})
 	podSel := fields.OneTermEqualSelector("spec.nodeName", cfg.Node).String()
-	pods := cfg.Kube.CoreV1().Pods(metav1.NamespaceAll)
+	pods := cfg.Kube.Pods(metav1.NamespaceAll)
 	podLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = podSel
@@ -164,12 +169,7 @@ func New(cfg Config) *Executor {
 		}
 		return nil, nil
 	}})
-	_ = e.podInf.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			p.ManagedFields = nil // most of a pod's size, never read
-		}
-		return obj, nil
-	})
+	_ = e.podInf.SetTransform(transformPod)
 	// Set here, not in Run: ContainerChanged may read them from the tracker's goroutine at any time.
 	e.crrs, e.pods = e.crrInf.GetIndexer(), e.podInf.GetIndexer()
 	return e

@@ -28,13 +28,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/config"
+	"github.com/probeshim/probeshim/shim/events"
 	"github.com/probeshim/probeshim/shim/heartbeat"
 	"github.com/probeshim/probeshim/shim/kube"
 	"github.com/probeshim/probeshim/shim/netns"
@@ -155,8 +152,7 @@ type service struct {
 
 // apiSide is what is built once the API server can be reached.
 type apiSide struct {
-	events     record.EventBroadcaster
-	eventSink  typedcorev1.EventInterface
+	events     *events.Recorder
 	controller *podprobe.Controller
 	executor   *recreate.Executor
 	heartbeat  *heartbeat.Heartbeat
@@ -253,7 +249,7 @@ func (s *service) run(ctx context.Context) error {
 		return nil
 	}
 
-	api := s.buildAPI(ctx, clients)
+	api := s.buildAPI(clients)
 	if err := lc.start(ctx, s.apiComponents(api)...); err != nil {
 		return err
 	}
@@ -290,15 +286,14 @@ func (s *service) runtimeReachable() (bool, string) {
 }
 
 // buildAPI builds the components that talk to the API server.
-func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide {
-	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	events := broadcaster.NewRecorder(clientgoscheme.Scheme, corev1.EventSource{Component: "probeshim", Host: s.cfg.NodeName})
-	api := &apiSide{events: broadcaster, eventSink: clients.Kube.CoreV1().Events("")}
+func (s *service) buildAPI(clients *kube.Clients) *apiSide {
+	recorder := events.New(events.Config{Client: clients.Kube.Events, Component: "probeshim", Host: s.cfg.NodeName, Log: s.log})
+	api := &apiSide{events: recorder}
 	api.controller = podprobe.New(podprobe.Config{
 		Node:    s.cfg.NodeName,
 		Client:  clients.Kruise,
 		Engine:  s.engine,
-		Events:  events,
+		Events:  recorder,
 		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.nppWrite},
 		Log:     s.log,
 		// -1 (no bound) stays negative.
@@ -307,7 +302,7 @@ func (s *service) buildAPI(ctx context.Context, clients *kube.Clients) *apiSide 
 	api.executor = recreate.New(recreate.Config{
 		Node: s.cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
 		Runtime: s.out.runtime, Containers: s.out.tracker, Network: s.hookNetwork,
-		Events: events, Log: s.log,
+		Events: recorder, Log: s.log,
 	})
 	api.heartbeat = heartbeat.New(heartbeat.Config{
 		Relay:         s.heartbeatRelay(clients),
@@ -346,10 +341,7 @@ func (s *service) heartbeatRelay(clients *kube.Clients) heartbeat.Relay {
 // the others run).
 func (s *service) apiComponents(api *apiSide) []Component {
 	return []Component{
-		hooks{name: "events", start: func(context.Context) error {
-			api.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: api.eventSink})
-			return nil
-		}, stop: func(context.Context) error { api.events.Shutdown(); return nil }},
+		newLoop("events", s.log, func(ctx context.Context) error { api.events.Run(ctx); return nil }),
 		hooks{name: "api-side", start: func(context.Context) error {
 			// From here on readiness, status and container changes see them.
 			s.mu.Lock()
