@@ -92,8 +92,9 @@ func BenchmarkProbeCost(b *testing.B) {
 }
 
 // BenchmarkScale100 runs 100 pods x 3 network probes at 1 s through probeshim:
-// its CPU and RSS, and status writes per minute at steady state and while 10
-// pods flip their HTTP result every 2 s.
+// its CPU and RSS, status writes per minute and the bytes per minute the
+// service logs at its default level (info), at steady state and while 10 pods
+// flip their HTTP result every 2 s (each flip is a state change, logged).
 func BenchmarkScale100(b *testing.B) {
 	c := framework.Get(b)
 	c.InstallCRDs(b)
@@ -126,13 +127,16 @@ func BenchmarkScale100(b *testing.B) {
 	time.Sleep(3 * time.Second) // let the last flip and the removal be written
 	steady := measure(b, c, svc, window)
 	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
-		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB, status writes %.1f/min\n"+
-		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min",
-		pods, window, steady.shim, steady.rssMB, steady.writesPerMin, flipping, churn.shim, churn.rssMB, churn.writesPerMin)
+		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB, status writes %.1f/min, log %.0f B/min (info level; target <= 10 KB/min)\n"+
+		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min, log %.0f B/min",
+		pods, window, steady.shim, steady.rssMB, steady.writesPerMin, steady.logBytesPerMin,
+		flipping, churn.shim, churn.rssMB, churn.writesPerMin, churn.logBytesPerMin)
 	b.ReportMetric(steady.shim, "steady-%cpu")
 	b.ReportMetric(steady.rssMB, "steady-rss-MB")
 	b.ReportMetric(steady.writesPerMin, "steady-writes/min")
 	b.ReportMetric(churn.writesPerMin, "churn-writes/min")
+	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
+	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
 	deletePods(b, c, created)
 }
 
@@ -213,6 +217,7 @@ type sample struct {
 	machine, kubelet, shim float64 // % of one core
 	rssMB                  float64
 	writesPerMin           float64
+	logBytesPerMin         float64 // what the service logged, at its default level
 }
 
 // measure samples machine, kubelet and probeshim CPU over a window.
@@ -220,7 +225,7 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 	b.Helper()
 	kubelet := findPid(b, "kubelet", c.Rig.Dir())
 	shim := svc.Pid()
-	w0 := writes(b, svc)
+	w0, l0 := writes(b, svc), logSize(svc)
 	m0, k0, s0 := machineTicks(b), procTicks(kubelet), procTicks(shim)
 	start := time.Now()
 	time.Sleep(d)
@@ -233,7 +238,19 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 		shim:         (s1 - s0) / hz / el * 100,
 		rssMB:        rssMB(shim),
 		writesPerMin: (writes(b, svc) - w0) / el * 60,
+		// The log file only grows (the service appends to it), so the
+		// difference is what was logged in the window.
+		logBytesPerMin: float64(logSize(svc)-l0) / el * 60,
 	}
+}
+
+// logSize is the size of the service's log file.
+func logSize(svc *framework.NodeService) int64 {
+	st, err := os.Stat(svc.LogPath())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 func machineTicks(b *testing.B) float64 {
