@@ -99,7 +99,7 @@ func TestStockedSocketsLiveInThePodNamespace(t *testing.T) {
 			}
 			defer c.Close()
 			if got, err := socketNS(c.(syscall.Conn)); err != nil || got != want {
-				errc <- fmt.Errorf("TCP socket in namespace %d (%v), want the pod's %d", got, err, want)
+				errc <- fmt.Errorf("TCP socket in namespace %d (%w), want the pod's %d", got, err, want)
 			}
 		}()
 	}
