@@ -98,8 +98,12 @@ func TestStockedSocketsLiveInThePodNamespace(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			if got, err := socketNS(c.(syscall.Conn)); err != nil || got != want {
-				errc <- fmt.Errorf("TCP socket in namespace %d (%w), want the pod's %d", got, err, want)
+			got, err := socketNS(c.(syscall.Conn))
+			switch {
+			case err != nil:
+				errc <- err
+			case got != want:
+				errc <- fmt.Errorf("TCP socket in namespace %d, want the pod's %d", got, want)
 			}
 		}()
 	}
