@@ -135,6 +135,9 @@ func BenchmarkScale100(b *testing.B) {
 	b.ReportMetric(steady.rssMB, "steady-rss-MB")
 	b.ReportMetric(steady.writesPerMin, "steady-writes/min")
 	b.ReportMetric(churn.writesPerMin, "churn-writes/min")
+	if steady.logBytesPerMin > 0 {
+		b.Logf("logged at steady state (first lines):\n%s", loggedIn(svc, steady, 10))
+	}
 	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
 	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
 	deletePods(b, c, created)
@@ -218,6 +221,7 @@ type sample struct {
 	rssMB                  float64
 	writesPerMin           float64
 	logBytesPerMin         float64 // what the service logged, at its default level
+	logFrom, logTo         int64   // the log file's size at the window's start and end
 }
 
 // measure samples machine, kubelet and probeshim CPU over a window.
@@ -231,6 +235,7 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 	time.Sleep(d)
 	el := time.Since(start).Seconds()
 	m1, k1, s1 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	l1 := logSize(svc)
 	const hz = 100.0 // USER_HZ
 	return sample{
 		machine:      (m1 - m0) / hz / el * 100,
@@ -240,8 +245,21 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 		writesPerMin: (writes(b, svc) - w0) / el * 60,
 		// The log file only grows (the service appends to it), so the
 		// difference is what was logged in the window.
-		logBytesPerMin: float64(logSize(svc)-l0) / el * 60,
+		logBytesPerMin: float64(l1-l0) / el * 60,
+		logFrom:        l0,
+		logTo:          l1,
 	}
+}
+
+// loggedIn returns the first n lines the service logged in s's window, to
+// show what a non-zero log volume is made of.
+func loggedIn(svc *framework.NodeService, s sample, n int) string {
+	raw, err := os.ReadFile(svc.LogPath())
+	if err != nil || s.logTo > int64(len(raw)) || s.logFrom >= s.logTo {
+		return ""
+	}
+	lines := strings.SplitN(string(raw[s.logFrom:s.logTo]), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
 }
 
 // logSize is the size of the service's log file.
