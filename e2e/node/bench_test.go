@@ -75,7 +75,7 @@ func BenchmarkProbeCost(b *testing.B) {
 	b.Logf("\n%d pods x 3 probes at 1 s (%d probes/s), %s windows, CPU in %% of one core:\n"+
 		"%-34s %10s %10s %10s\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n"+
 		"machine CPU added over baseline: kubelet %.1f%%, probeshim %.1f%% (ratio probeshim/kubelet %.2f)\n"+
-		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min",
+		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min; its log %.0f B/min",
 		pods, pods*3, window,
 		"", "machine", "kubelet", "probeshim",
 		"baseline (pods, no probes)", baseline.machine, baseline.kubelet, baseline.shim,
@@ -83,12 +83,13 @@ func BenchmarkProbeCost(b *testing.B) {
 		"probeshim runs the probes", shim.machine, shim.kubelet, shim.shim,
 		kubelet.machine-baseline.machine, shim.machine-baseline.machine,
 		(shim.machine-baseline.machine)/(kubelet.machine-baseline.machine),
-		shim.rssMB, shim.writesPerMin)
+		shim.rssMB, shim.writesPerMin, shim.logBytesPerMin)
 	b.ReportMetric(kubelet.machine-baseline.machine, "kubelet-added-%cpu")
 	b.ReportMetric(shim.machine-baseline.machine, "probeshim-added-%cpu")
 	b.ReportMetric(shim.shim, "probeshim-own-%cpu")
 	b.ReportMetric(shim.rssMB, "probeshim-rss-MB")
 	b.ReportMetric(shim.writesPerMin, "status-writes/min")
+	b.ReportMetric(shim.logBytesPerMin, "probeshim-log-B/min")
 }
 
 // BenchmarkScale100 runs 100 pods x 3 network probes at 1 s through probeshim:
