@@ -94,6 +94,7 @@ type Manager struct {
 
 	baseCtx    context.Context
 	baseCancel context.CancelFunc
+	epoch      time.Time // workers' heap keys are offsets from it
 	inflight   sync.WaitGroup
 	wake       chan struct{}
 	execPool   pool
@@ -143,6 +144,7 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	}
 	m.results = newResultStore()
 	m.baseCtx, m.baseCancel = context.WithCancel(context.Background())
+	m.epoch = m.clock.Now()
 	return m, nil
 }
 
@@ -187,9 +189,9 @@ func (m *Manager) Sync(desired []Desired) {
 			continue
 		}
 		w = newWorker(m, d)
-		w.next = now
+		w.setNext(now)
 		if first {
-			w.next = now.Add(time.Duration(m.jitter() * float64(w.period())))
+			w.setNext(now.Add(time.Duration(m.jitter() * float64(w.period()))))
 		}
 		m.workers[d.Key] = w
 		ref := containerRef{d.Key.PodUID, d.Key.Container}
@@ -214,7 +216,7 @@ func (m *Manager) ContainerChanged(podUID, container string) {
 		case w.running:
 			w.wake = true
 		case w.index >= 0:
-			w.next = now
+			w.setNext(now)
 			heap.Fix(&m.queue, w.index)
 			m.signalLocked(w)
 		}
@@ -286,10 +288,8 @@ func (m *Manager) dispatchDue() time.Duration {
 		w.running = true
 		w.wake = false
 		w.lastSched = w.next
-		ctx, cancel := context.WithCancel(m.baseCtx)
-		w.cancel = cancel
 		m.inflight.Add(1)
-		j := job{ctx: ctx, w: w, sched: w.next, overran: w.overran}
+		j := job{ctx: w.ctx, w: w, sched: w.next, overran: w.overran}
 		m.poolFor(w).dispatchLocked(m, j)
 	}
 	return -1
@@ -439,8 +439,7 @@ func (m *Manager) runWorker(p *pool, j job) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w.cancel()
-	w.running, w.cancel = false, nil
+	w.running = false
 	if w.gone.Load() || m.stopped {
 		return
 	}
@@ -459,7 +458,7 @@ func (m *Manager) runWorker(p *pool, j job) {
 		next = now
 	}
 	w.wake = false
-	w.next = next
+	w.setNext(next)
 	m.pushLocked(w)
 }
 
@@ -494,7 +493,7 @@ func (m *Manager) updateLocked(w *worker, d *Desired, now time.Time) {
 		if next.Before(now) {
 			next = now
 		}
-		w.next = next
+		w.setNext(next)
 		heap.Fix(&m.queue, w.index)
 		m.signalLocked(w)
 	}
@@ -519,9 +518,7 @@ func (m *Manager) removeLocked(w *worker) {
 	if w.index >= 0 {
 		heap.Remove(&m.queue, w.index)
 	}
-	if w.running {
-		w.cancel()
-	}
+	w.cancel() // a probe in flight stops; the context leaves the base's children
 	m.results.remove(w.key)
 }
 
@@ -529,7 +526,7 @@ func (m *Manager) removeLocked(w *worker) {
 type workerHeap []*worker
 
 func (h workerHeap) Len() int           { return len(h) }
-func (h workerHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h workerHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h workerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index = i

@@ -344,3 +344,27 @@ func TestRun(t *testing.T) {
 		t.Fatalf("last update %+v", last)
 	}
 }
+
+// A worker's context lives as long as the worker: removal must cancel it,
+// idle or not, or every removed probe would stay among the base context's
+// children for the life of the service.
+func TestRemovedWorkerReleasesItsContext(t *testing.T) {
+	h := newHarness(t)
+	h.running("c1")
+	h.m.Sync([]Desired{desired("a", execSpec(period(10))), desired("b", execSpec(period(10)))})
+	h.advance(0)
+	a, b := h.worker(key("a")), h.worker(key("b"))
+	h.m.Sync([]Desired{desired("b", execSpec(period(10)))})
+	if a.ctx.Err() == nil {
+		t.Fatal("a removed worker's context is still live")
+	}
+	if b.ctx.Err() != nil {
+		t.Fatal("a kept worker's context was cancelled")
+	}
+	// Probing goes on for b with the same context.
+	n := h.exec.count()
+	h.advance(10 * time.Second)
+	if h.exec.count() != n+1 {
+		t.Fatalf("%d probes after a period, want %d", h.exec.count(), n+1)
+	}
+}

@@ -82,15 +82,25 @@ type worker struct {
 	lastResult  Result
 	resultRun   int
 	gen         uint64
+	// What this worker last published: most probes repeat it, and skipping
+	// them here spares the result store's lock, shared by every runner.
+	published  bool
+	pubResult  Result
+	pubMessage string
+
+	// ctx lives as long as the worker: removal cancels a probe in flight,
+	// and a probe needs no context of its own.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Scheduling, guarded by Manager.mu.
 	next      time.Time
+	at        time.Duration // next as an offset from Manager.epoch: the heap's cheap key
 	lastSched time.Time
 	index     int // in Manager.queue, -1 when not queued
 	running   bool
 	wake      bool // probe again as soon as the current run ends
 	overran   bool // the last run outlasted its period
-	cancel    context.CancelFunc
 }
 
 func newWorker(m *Manager, d *Desired) *worker {
@@ -102,7 +112,14 @@ func newWorker(m *Manager, d *Desired) *worker {
 		index:     -1,
 	}
 	w.cfg.Store(newProbeConfig(d))
+	w.ctx, w.cancel = context.WithCancel(m.baseCtx)
 	return w
+}
+
+// setNext sets when the worker probes next. Guarded by Manager.mu.
+func (w *worker) setNext(t time.Time) {
+	w.next = t
+	w.at = t.Sub(w.m.epoch)
 }
 
 func (w *worker) period() time.Duration {
@@ -188,7 +205,12 @@ func (w *worker) notRunning() {
 }
 
 func (w *worker) publish(r Result, msg string) {
-	u := Update{Key: w.key, Result: r, Message: capMessage(msg), Time: w.m.clock.Now()}
+	msg = capMessage(msg)
+	if w.published && r == w.pubResult && msg == w.pubMessage {
+		return // the store holds it already: set would change nothing
+	}
+	w.published, w.pubResult, w.pubMessage = true, r, msg
+	u := Update{Key: w.key, Result: r, Message: msg, Time: w.m.clock.Now()}
 	if w.m.results.set(u, &w.gone) && w.m.debug() {
 		w.logger().Debug("probe result changed", "result", r.String(), "message", u.Message)
 	}

@@ -75,7 +75,7 @@ func BenchmarkProbeCost(b *testing.B) {
 	b.Logf("\n%d pods x 3 probes at 1 s (%d probes/s), %s windows, CPU in %% of one core:\n"+
 		"%-34s %10s %10s %10s\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n"+
 		"machine CPU added over baseline: kubelet %.1f%%, probeshim %.1f%% (ratio probeshim/kubelet %.2f)\n"+
-		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min",
+		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min; its log %.0f B/min",
 		pods, pods*3, window,
 		"", "machine", "kubelet", "probeshim",
 		"baseline (pods, no probes)", baseline.machine, baseline.kubelet, baseline.shim,
@@ -83,7 +83,7 @@ func BenchmarkProbeCost(b *testing.B) {
 		"probeshim runs the probes", shim.machine, shim.kubelet, shim.shim,
 		kubelet.machine-baseline.machine, shim.machine-baseline.machine,
 		(shim.machine-baseline.machine)/(kubelet.machine-baseline.machine),
-		shim.rssMB, shim.writesPerMin)
+		shim.rssMB, shim.writesPerMin, shim.logBytesPerMin)
 	b.ReportMetric(kubelet.machine-baseline.machine, "kubelet-added-%cpu")
 	b.ReportMetric(shim.machine-baseline.machine, "probeshim-added-%cpu")
 	b.ReportMetric(shim.shim, "probeshim-own-%cpu")
@@ -91,11 +91,13 @@ func BenchmarkProbeCost(b *testing.B) {
 	b.ReportMetric(kubelet.kubelet-baseline.kubelet, "kubelet-own-added-%cpu")
 	b.ReportMetric(shim.rssMB, "probeshim-rss-MB")
 	b.ReportMetric(shim.writesPerMin, "status-writes/min")
+	b.ReportMetric(shim.logBytesPerMin, "probeshim-log-B/min")
 }
 
 // BenchmarkScale100 runs 100 pods x 3 network probes at 1 s through probeshim:
-// its CPU and RSS, and status writes per minute at steady state and while 10
-// pods flip their HTTP result every 2 s.
+// its CPU and RSS, status writes per minute and the bytes per minute the
+// service logs at its default level (info), at steady state and while 10 pods
+// flip their HTTP result every 2 s (each flip is a state change, logged).
 func BenchmarkScale100(b *testing.B) {
 	c := framework.Get(b)
 	c.InstallCRDs(b)
@@ -128,13 +130,19 @@ func BenchmarkScale100(b *testing.B) {
 	time.Sleep(3 * time.Second) // let the last flip and the removal be written
 	steady := measure(b, c, svc, window)
 	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
-		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB (anon %.1f, file %.1f), status writes %.1f/min\n"+
-		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min",
-		pods, window, steady.shim, steady.rssMB, steady.anonMB, steady.fileMB, steady.writesPerMin, flipping, churn.shim, churn.rssMB, churn.writesPerMin)
+		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB (anon %.1f, file %.1f), status writes %.1f/min, log %.0f B/min (info level; target <= 10 KB/min)\n"+
+		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min, log %.0f B/min",
+		pods, window, steady.shim, steady.rssMB, steady.anonMB, steady.fileMB, steady.writesPerMin, steady.logBytesPerMin,
+		flipping, churn.shim, churn.rssMB, churn.writesPerMin, churn.logBytesPerMin)
 	b.ReportMetric(steady.shim, "steady-%cpu")
 	b.ReportMetric(steady.rssMB, "steady-rss-MB")
 	b.ReportMetric(steady.writesPerMin, "steady-writes/min")
 	b.ReportMetric(churn.writesPerMin, "churn-writes/min")
+	if steady.logBytesPerMin > 0 {
+		b.Logf("logged at steady state (first lines):\n%s", loggedIn(svc, steady, 10))
+	}
+	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
+	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
 	deletePods(b, c, created)
 }
 
@@ -216,6 +224,8 @@ type sample struct {
 	rssMB                  float64
 	anonMB, fileMB         float64 // RssAnon (heap, stacks) and RssFile (the binary's touched pages) of rssMB
 	writesPerMin           float64
+	logBytesPerMin         float64 // what the service logged, at its default level
+	logFrom, logTo         int64   // the log file's size at the window's start and end
 }
 
 // measure samples machine, kubelet and probeshim CPU over a window.
@@ -223,12 +233,13 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 	b.Helper()
 	kubelet := findPid(b, "kubelet", c.Rig.Dir())
 	shim := svc.Pid()
-	w0 := writes(b, svc)
+	w0, l0 := writes(b, svc), logSize(svc)
 	m0, k0, s0 := machineTicks(b), procTicks(kubelet), procTicks(shim)
 	start := time.Now()
 	time.Sleep(d)
 	el := time.Since(start).Seconds()
 	m1, k1, s1 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	l1 := logSize(svc)
 	const hz = 100.0 // USER_HZ
 	return sample{
 		machine:      (m1 - m0) / hz / el * 100,
@@ -238,7 +249,32 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 		anonMB:       rssMB(shim, "RssAnon:"),
 		fileMB:       rssMB(shim, "RssFile:"),
 		writesPerMin: (writes(b, svc) - w0) / el * 60,
+		// The log file only grows (the service appends to it), so the
+		// difference is what was logged in the window.
+		logBytesPerMin: float64(l1-l0) / el * 60,
+		logFrom:        l0,
+		logTo:          l1,
 	}
+}
+
+// loggedIn returns the first n lines the service logged in s's window, to
+// show what a non-zero log volume is made of.
+func loggedIn(svc *framework.NodeService, s sample, n int) string {
+	raw, err := os.ReadFile(svc.LogPath())
+	if err != nil || s.logTo > int64(len(raw)) || s.logFrom >= s.logTo {
+		return ""
+	}
+	lines := strings.SplitN(string(raw[s.logFrom:s.logTo]), "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}
+
+// logSize is the size of the service's log file.
+func logSize(svc *framework.NodeService) int64 {
+	st, err := os.Stat(svc.LogPath())
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 func machineTicks(b *testing.B) float64 {

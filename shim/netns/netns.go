@@ -4,19 +4,22 @@
 // namespace, so a probe reaches exactly what the pod reaches (its own
 // 127.0.0.1 included) and never a service of the node.
 //
-// A dial locks an OS thread, enters the namespace with setns(2), creates and
-// connects the socket there and returns the thread to the service's own
-// namespace. A socket stays in the namespace it was created in, so the
-// returned net.Conn can be used from any goroutine afterwards. Addresses must
-// be IP literals: nothing is resolved inside a pod's namespace.
+// A socket stays in the namespace it was created in, whichever thread
+// connects it. So a Dialer keeps a small stock of sockets made inside the
+// pod's namespace: a goroutine locks an OS thread, enters with setns(2),
+// creates a batch of sockets and returns the thread to the service's own
+// namespace. A dial takes one and connects it on the caller's goroutine
+// through the netpoller, like any dial. A thread that cannot return is never
+// reused: its goroutine ends still locked, and Go discards the thread.
+// Addresses must be IP literals: nothing is resolved inside a pod's namespace.
 //
-// Cost (bench_test.go, probe_bench_test.go): entering and leaving costs a few
-// microseconds of setns(2); the namespace file stays open per pod, and a
-// stat(2) per dial notices a removed or recreated sandbox. Each dial runs on
-// a goroutine of its own, so that a thread that fails to return can be
-// discarded; that handoff is most of the remaining overhead (measured
-// against dialing inline on the caller's thread, which could not discard
-// it, and against a pool of locked threads, which costs more).
+// Cost (bench_test.go, probe_bench_test.go): per dial, a stat(2) that
+// notices a removed or recreated sandbox and a dup3(2) that puts the stocked
+// socket in place of the dialer's own; the thread handoff and the two
+// setns(2) are paid once per batch of stockBatch sockets. The namespace
+// file stays open per pod. Measured against dialing inline on the caller's
+// thread (which could not discard a thread that fails to return), a new
+// goroutine per dial and a pool of locked threads.
 package netns
 
 import (
@@ -92,6 +95,7 @@ func (d *Dialer) Close() error {
 	if d.ns == nil {
 		return nil
 	}
+	d.ns.drain(true)
 	return d.ns.f.Close()
 }
 
@@ -107,6 +111,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err := d.ns.check(); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			d.stale.Store(true)
+			d.ns.drain(false)
 		}
 		return nil, err
 	}
@@ -143,12 +148,24 @@ func setLinger(_, _ string, c syscall.RawConn) error {
 	return serr
 }
 
+// stockBatch is how many sockets one entry into a namespace makes: the
+// thread handoff and two setns(2) that entering costs are paid once per
+// batch (BenchmarkDial measures sizes). A stocked socket is an open file
+// that holds its namespace, so the batch stays small.
+const stockBatch = 8
+
 // handle is an open network namespace and the identity (device, inode) it
 // had when opened, to notice when its path names another namespace.
 type handle struct {
 	path     string
 	f        *os.File
 	dev, ino uint64
+	dialer   net.Dialer // its Control hook is swap
+	batch    int        // sockets made per entry into the namespace
+
+	mu     sync.Mutex
+	closed bool
+	stock  map[sockKind][]int // sockets made in the namespace, not yet used
 }
 
 func openHandle(path string) (*handle, error) {
@@ -169,7 +186,9 @@ func openHandle(path string) (*handle, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not a namespace file", path)
 	}
-	return &handle{path: path, f: f, dev: st.Dev, ino: st.Ino}, nil
+	h := &handle{path: path, f: f, dev: st.Dev, ino: st.Ino, batch: stockBatch}
+	h.dialer.ControlContext = h.swap
+	return h, nil
 }
 
 // check makes sure the path still names the namespace held open: a pod
@@ -189,21 +208,127 @@ func (h *handle) check() error {
 	return nil
 }
 
-// dial creates the socket on an OS thread inside the namespace and leaves
-// the namespace as soon as the socket exists (from the dialer's Control
-// hook, which runs between socket(2) and connect(2)): the connect then waits
-// in the netpoller like any dial, instead of parking a locked thread, which
-// costs a thread handoff per dial. If returning to the service's namespace
-// fails, the thread stays locked and its goroutine ends, so Go discards the
-// thread instead of reusing it in the wrong namespace.
+// dial connects a socket made inside the namespace. The net.Dialer creates
+// its socket in the service's namespace as usual; its Control hook, which
+// runs between socket(2) and connect(2) and before the socket joins the
+// netpoller, puts a socket from the namespace's stock in its place with
+// dup3(2). The connect then runs on the caller's goroutine and waits in the
+// netpoller like any dial: no setns and no thread handoff per dial.
 func (h *handle) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	return h.dialer.DialContext(ctx, network, address)
+}
+
+// swap is the dialer's Control hook: it replaces the dialer's own socket
+// (fd of c) with one from the namespace.
+func (h *handle) swap(_ context.Context, network, _ string, c syscall.RawConn) error {
+	s, err := h.take(network)
+	if err != nil {
+		return err
+	}
+	var derr error
+	cerr := c.Control(func(fd uintptr) { derr = unix.Dup3(s, int(fd), unix.O_CLOEXEC) })
+	unix.Close(s)
+	if cerr != nil {
+		return cerr
+	}
+	if derr != nil {
+		return fmt.Errorf("dup3 socket of network namespace %s: %w", h.path, derr)
+	}
+	return nil
+}
+
+// sockKind is a socket family and type, keyed by the network the dialer's
+// Control hook names ("tcp4", "tcp6", "udp4", "udp6").
+type sockKind struct{ family, sotype int }
+
+func kindOf(network string) (sockKind, error) {
+	switch network {
+	case "tcp4":
+		return sockKind{unix.AF_INET, unix.SOCK_STREAM}, nil
+	case "tcp6":
+		return sockKind{unix.AF_INET6, unix.SOCK_STREAM}, nil
+	case "udp4":
+		return sockKind{unix.AF_INET, unix.SOCK_DGRAM}, nil
+	case "udp6":
+		return sockKind{unix.AF_INET6, unix.SOCK_DGRAM}, nil
+	}
+	return sockKind{}, fmt.Errorf("%w: network %q", ErrInvalidAddress, network)
+}
+
+// take returns a socket of the namespace, making a batch when none is left.
+// The caller owns (and closes) it.
+func (h *handle) take(network string) (int, error) {
+	k, err := kindOf(network)
+	if err != nil {
+		return -1, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return -1, fmt.Errorf("network namespace %s: dialer closed", h.path)
+	}
+	if st := h.stock[k]; len(st) > 0 {
+		s := st[len(st)-1]
+		h.stock[k] = st[:len(st)-1]
+		h.mu.Unlock()
+		return s, nil
+	}
+	h.mu.Unlock()
+
+	batch, err := h.create(k, h.batch)
+	if err != nil {
+		return -1, err
+	}
+	s, rest := batch[0], batch[1:]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		closeAll(batch)
+		return -1, fmt.Errorf("network namespace %s: dialer closed", h.path)
+	}
+	if h.stock == nil {
+		h.stock = map[sockKind][]int{}
+	}
+	h.stock[k] = append(h.stock[k], rest...)
+	if extra := len(h.stock[k]) - h.batch; extra > 0 {
+		// Concurrent refills: keep one batch, not one per dialer that raced.
+		closeAll(h.stock[k][:extra])
+		h.stock[k] = append(h.stock[k][:0], h.stock[k][extra:]...)
+	}
+	return s, nil
+}
+
+// drain closes the stock: the namespace is gone or the Dialer closed. A
+// stocked socket holds its namespace alive, so none may outlive the Dialer.
+func (h *handle) drain(closed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = h.closed || closed
+	for k, st := range h.stock {
+		closeAll(st)
+		delete(h.stock, k)
+	}
+}
+
+func closeAll(fds []int) {
+	for _, s := range fds {
+		unix.Close(s)
+	}
+}
+
+// create makes n sockets of kind k inside the namespace, on a goroutine of
+// its own that locks its OS thread, enters with setns(2), creates them and
+// returns. If returning to the service's namespace fails, the thread stays
+// locked and its goroutine ends, so Go discards the thread instead of
+// reusing it in the wrong namespace.
+func (h *handle) create(k sockKind, n int) ([]int, error) {
 	origin, err := originNS()
 	if err != nil {
 		return nil, err
 	}
 	type result struct {
-		conn net.Conn
-		err  error
+		fds []int
+		err error
 	}
 	resc := make(chan result, 1)
 	go func() {
@@ -214,38 +339,60 @@ func (h *handle) dial(ctx context.Context, network, address string) (net.Conn, e
 			resc <- result{err: fmt.Errorf("enter network namespace %s: %w", h.path, err)}
 			return
 		}
-		inside := true
-		var leaveErr error
-		leave := func() error {
-			if inside {
-				inside = false
-				if leaveErr = setns(origin); leaveErr == nil {
-					runtime.UnlockOSThread()
-				}
+		fds := make([]int, 0, n)
+		var serr error
+		for range n {
+			s, err := newSocket(k)
+			if err != nil {
+				serr = err
+				break
 			}
-			return leaveErr
+			fds = append(fds, s)
 		}
-		d := net.Dialer{ControlContext: func(_ context.Context, network, address string, c syscall.RawConn) error {
-			lerr := setLinger(network, address, c)
-			if err := leave(); err != nil {
-				return err
-			}
-			return lerr
-		}}
-		conn, err := d.DialContext(ctx, network, address)
-		if leave() != nil {
+		if err := leaveNS(origin); err != nil {
 			// Deliberately no UnlockOSThread: the thread dies with us.
-			if conn != nil {
-				conn.Close()
-			}
-			resc <- result{err: fmt.Errorf("leave network namespace %s: %w", h.path, leaveErr)}
+			closeAll(fds)
+			resc <- result{err: fmt.Errorf("leave network namespace %s: %w", h.path, err)}
 			return
 		}
-		resc <- result{conn, err}
+		runtime.UnlockOSThread()
+		if len(fds) == 0 {
+			resc <- result{err: fmt.Errorf("socket in network namespace %s: %w", h.path, serr)}
+			return
+		}
+		resc <- result{fds: fds}
 	}()
 	r := <-resc
-	return r.conn, r.err
+	return r.fds, r.err
 }
+
+// newSocket makes a socket as the net package's dialer makes its own (non-
+// blocking, close-on-exec, dual-stack for IPv6, broadcast for UDP), with the
+// probe dialer's SO_LINGER.
+func newSocket(k sockKind) (int, error) {
+	s, err := unix.Socket(k.family, k.sotype|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if k.family == unix.AF_INET6 {
+		err = unix.SetsockoptInt(s, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+	}
+	if err == nil && k.sotype == unix.SOCK_DGRAM {
+		err = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_BROADCAST, 1)
+	}
+	if err == nil {
+		err = unix.SetsockoptLinger(s, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 1})
+	}
+	if err != nil {
+		unix.Close(s)
+		return -1, err
+	}
+	return s, nil
+}
+
+// leaveNS returns the thread to the service's namespace; tests replace it to
+// make leaving fail.
+var leaveNS = setns
 
 func setns(f *os.File) error {
 	rc, err := f.SyscallConn()
