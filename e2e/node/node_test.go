@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -383,7 +384,10 @@ func (s *suite) writeSpec(t testing.TB, probes []v1alpha1.ContainerProbe) {
 func (s *suite) writeEntries(t testing.TB, entries []v1alpha1.PodProbe) {
 	t.Helper()
 	ctx := framework.Context(t, time.Minute)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	// The node service writes the status all the while (every second under churn): give a
+	// conflicting spec write more tries, spread out, than retry.DefaultRetry's five in 50 ms.
+	backoff := wait.Backoff{Steps: 12, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
+	err := retry.RetryOnConflict(backoff, func() error {
 		npp := s.npp()
 		err := s.c.Client.Get(ctx, clientKey(npp), npp)
 		if apierrors.IsNotFound(err) {

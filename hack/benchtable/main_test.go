@@ -14,7 +14,7 @@ BenchmarkPodCacheMemory-2   	       1	 4.9e+03 informer-slim-B/pod	 1215 informe
 BenchmarkMarkerScale-2   	       1	 88.0 marker-s	 1.000 marker-writes/node
 == bench row k1.37-c2.4
 BenchmarkProbeCost 	       1	 119.0 kubelet-added-%cpu	 106.4 probeshim-added-%cpu	 13.9 probeshim-own-%cpu	 6.4 kubelet-own-added-%cpu	 50.6 probeshim-rss-MB
-BenchmarkScale100-2 	       1	 38.5 steady-rss-MB	 0.5 steady-log-KB/min
+BenchmarkScale100-2 	       1	 38.5 steady-rss-MB	 500 steady-log-B/min
 == bench row k1.35-c1.7
 BenchmarkProbeCost 	       1	 96.4 kubelet-added-%cpu	 70 probeshim-added-%cpu	 5.0 probeshim-own-%cpu	 6.1 kubelet-own-added-%cpu
 `
