@@ -103,25 +103,11 @@ func (f *fakeTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) 
 // client library's WithProcessKill would skip it.
 func TestExecStartFailureKillsStartedProcess(t *testing.T) {
 	f := &fakeTasks{killed: make(chan struct{})}
-	dir := t.TempDir()
-	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	containersapi.RegisterContainersServer(srv, fakeContainers{})
-	tasks.RegisterTasksServer(srv, f)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	c, err := New(WithContainerdSocket(l.Addr().String()), WithFIFODir(filepath.Join(dir, "fifo")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := serveTasks(t, f, true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second)
+	_, err := c.Exec(ctx, "ctr1", []string{"/bin/true"}, time.Second)
 	if err == nil || !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Exec = %v, want the start error", err)
 	}
@@ -197,6 +183,14 @@ func (f *shimTasks) DeleteProcess(context.Context, *tasks.DeleteProcessRequest) 
 }
 
 func serveShimTasks(t *testing.T, f *shimTasks) *Client {
+	c, _ := serveTasks(t, f, true)
+	return c
+}
+
+// serveTasks serves f as containerd's tasks service on a socket in a test
+// folder and returns a client of it and the folder. fifos: the client's exec
+// output goes through FIFOs in that folder, else through pipes.
+func serveTasks(t *testing.T, f tasks.TasksServer, fifos bool) (*Client, string) {
 	t.Helper()
 	dir := t.TempDir()
 	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
@@ -208,12 +202,16 @@ func serveShimTasks(t *testing.T, f *shimTasks) *Client {
 	tasks.RegisterTasksServer(srv, f)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-	c, err := New(WithContainerdSocket(l.Addr().String()), WithFIFODir(filepath.Join(dir, "fifo")))
+	opts := []Option{WithContainerdSocket(l.Addr().String())}
+	if fifos {
+		opts = append(opts, WithFIFODir(filepath.Join(dir, "fifo")))
+	}
+	c, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, dir
 }
 
 // While an event stream is up, an exec learns its exit from it and makes no
@@ -265,21 +263,7 @@ func TestExecExitFromEvents(t *testing.T) {
 func TestExecOutputPipesFallBackToFIFOs(t *testing.T) {
 	f := &shimTasks{startErr: status.Error(codes.Unknown,
 		`failed to start io pipe copy: containerd-shim: opening w/o fifo "/proc/1/fd/9" failed: permission denied`)}
-	dir := t.TempDir()
-	l, err := net.Listen("unix", filepath.Join(dir, "containerd.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	containersapi.RegisterContainersServer(srv, fakeContainers{})
-	tasks.RegisterTasksServer(srv, f)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	c, err := New(WithContainerdSocket(l.Addr().String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, dir := serveTasks(t, f, false)
 	// FIFOs go to a folder of the test's, not the host's /run/containerd.
 	c.opts.fifoDir = filepath.Join(dir, "fifo")
 
