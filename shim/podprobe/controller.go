@@ -93,6 +93,8 @@ type Controller struct {
 	messagesPending bool
 	messagesWritten time.Time
 	messagesDue     time.Time
+
+	stateLogs logBudget
 }
 
 // New returns a Controller; Run starts it.
@@ -113,7 +115,8 @@ func New(cfg Config) *Controller {
 		cfg.Log = logrus.StandardLogger()
 	}
 	cfg.Log = cfg.Log.WithField("node", cfg.Node)
-	return &Controller{cfg: cfg, kick: make(chan struct{}, 1), book: newBook(), pods: map[string]podMeta{}, probes: map[prober.Key]string{}}
+	return &Controller{cfg: cfg, kick: make(chan struct{}, 1), book: newBook(), pods: map[string]podMeta{}, probes: map[prober.Key]string{},
+		stateLogs: logBudget{clock: cfg.Clock, limit: stateLogsPerMinute}}
 }
 
 // Synced reports whether the first list of the NodePodProbe has been applied.
@@ -233,7 +236,7 @@ func (c *Controller) apply(u prober.Update) {
 func (c *Controller) event(t *transition) {
 	log := c.cfg.Log.WithFields(logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name,
 		"probe": t.probe, "state": t.state})
-	log.Info("probe state changed")
+	c.stateLogs.log(log, c.cfg.Log, "probe state changed")
 	if c.cfg.Events == nil {
 		return
 	}
