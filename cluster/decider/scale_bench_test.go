@@ -490,7 +490,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 			})
 		}
-		if err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, pod) }); err != nil {
+		if err := scalebench.UpdateStatus(ctx, r.cl, pod); err != nil {
 			return err
 		}
 		if n := done.Add(1); n%10000 == 0 {
@@ -522,7 +522,7 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 			return err
 		}
 		npp.Status = st
-		if err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) }); err != nil {
+		if err := scalebench.UpdateStatus(ctx, r.cl, npp); err != nil {
 			return err
 		}
 		r.nodes[n] = npp
@@ -700,7 +700,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 			}
 		}
 		written[i] = time.Now()
-		err := scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
+		err := scalebench.UpdateStatus(ctx, r.cl, npp)
 		acked[i], rvs[i] = time.Now(), npp.ResourceVersion
 		return err
 	}
@@ -772,7 +772,7 @@ func (r *scaleRig) controlWrites(ctx context.Context, n int) float64 {
 	if err := scalebench.Parallel(ctx, len(nodes), scaleWriters, func(i int) error {
 		npp := r.nodes[nodes[i]]
 		npp.Status.PodProbeStatuses[0].ProbeStates[0].LastProbeTime = metav1.Now()
-		return scalebench.Retry(ctx, func() error { return r.cl.Status().Update(ctx, npp) })
+		return scalebench.UpdateStatus(ctx, r.cl, npp)
 	}); err != nil {
 		r.b.Fatalf("control writes: %v", err)
 	}

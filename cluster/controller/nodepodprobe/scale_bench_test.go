@@ -194,7 +194,7 @@ func populateMarkerScale(ctx context.Context, cl client.Client, nodes, perNode i
 		}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}}
-		return scalebench.Retry(ctx, func() error { return cl.Status().Update(ctx, n) })
+		return scalebench.UpdateStatus(ctx, cl, n)
 	}); err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func populateMarkerScale(ctx context.Context, cl client.Client, nodes, perNode i
 			Conditions: []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Image: p.Spec.Containers[0].Image, Ready: true, Started: ptr.To(true),
 				ContainerID: fmt.Sprintf("containerd://%064x", i), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
-		return scalebench.Retry(ctx, func() error { return cl.Status().Update(ctx, p) })
+		return scalebench.UpdateStatus(ctx, cl, p)
 	})
 }
 

@@ -270,6 +270,24 @@ func Create(ctx context.Context, cl client.Client, o client.Object) error {
 	return Retry(ctx, func() error { return cl.Create(ctx, o) })
 }
 
+// UpdateStatus writes o's status as Retry does. A conflict is retried on the current
+// resourceVersion: the benchmarks own the statuses they write (the simulated kubelet and node
+// service), and under load a try that timed out may have been applied after all, which makes the
+// next one conflict.
+func UpdateStatus(ctx context.Context, cl client.Client, o client.Object) error {
+	for i := 0; ; i++ {
+		err := Retry(ctx, func() error { return cl.Status().Update(ctx, o) })
+		if !apierrors.IsConflict(err) || i == 8 {
+			return err
+		}
+		cur := o.DeepCopyObject().(client.Object)
+		if err := Retry(ctx, func() error { return cl.Get(ctx, client.ObjectKeyFromObject(o), cur) }); err != nil {
+			return err
+		}
+		o.SetResourceVersion(cur.GetResourceVersion())
+	}
+}
+
 // Retry retries f while it fails the way an overloaded API server fails.
 func Retry(ctx context.Context, f func() error) error {
 	var err error
