@@ -48,6 +48,14 @@ type Config struct {
 	Clock           clock.Clock
 }
 
+// Interface records an event about an object: a *Recorder, or client-go's record.FakeRecorder
+// in tests. What the node service's parts that write events take.
+type Interface interface {
+	Event(object runtime.Object, eventtype, reason, message string)
+}
+
+var _ Interface = (*Recorder)(nil)
+
 // Recorder queues events and writes them from Run.
 type Recorder struct {
 	cfg   Config

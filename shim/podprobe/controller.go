@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -25,6 +24,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/events"
 )
 
 // Engine is the part of the probe engine the controller drives.
@@ -39,19 +39,13 @@ type Metrics interface {
 	StatusWrite(err error)
 }
 
-// EventRecorder records an event about an object: shim/events' Recorder (client-go's
-// record.FakeRecorder in tests).
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
-}
-
 // Config wires a Controller.
 type Config struct {
 	Node   string
 	Client rest.Interface // apps.kruise.io/v1alpha1
 	Engine Engine
 	// Events records KruiseProbeSucceeded / KruiseProbeFailed on pods.
-	Events  EventRecorder
+	Events  events.Interface
 	Metrics Metrics
 	Log     logrus.FieldLogger
 	Clock   clock.WithTicker

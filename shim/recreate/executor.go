@@ -37,6 +37,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/events"
 	"github.com/probeshim/probeshim/shim/kube"
 )
 
@@ -92,15 +93,9 @@ type Config struct {
 	// pod's requests are done. Default: the host's network (tests).
 	Network prober.Network
 	// Events records Killing and FailedPreStopHook on pods. Optional.
-	Events EventRecorder
+	Events events.Interface
 	Log    logrus.FieldLogger
 	Clock  clock.Clock
-}
-
-// EventRecorder records an event about an object: shim/events' Recorder (client-go's
-// record.FakeRecorder in tests).
-type EventRecorder interface {
-	Event(object runtime.Object, eventtype, reason, message string)
 }
 
 // KubeClient is what the executor needs of the API server: shim/kube's clients (or
