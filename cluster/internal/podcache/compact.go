@@ -243,8 +243,8 @@ func fromSeconds(s int64) metav1.Time {
 	return metav1.NewTime(time.Unix(s, 0).UTC())
 }
 
-// encodeMap interns m as one string of its sorted keys and values, each length-prefixed; the
-// zero handle is a nil map, "" an empty one.
+// encodeMap interns m as one string: its size, then its sorted keys and values, each
+// length-prefixed. The zero handle is a nil map.
 func encodeMap(m map[string]string) unique.Handle[string] {
 	if m == nil {
 		return unique.Handle[string]{}
@@ -256,7 +256,7 @@ func encodeMap(m map[string]string) unique.Handle[string] {
 		n += len(k) + len(v) + 2*binary.MaxVarintLen32
 	}
 	slices.Sort(keys)
-	b := make([]byte, 0, n)
+	b := binary.AppendUvarint(make([]byte, 0, n+binary.MaxVarintLen32), uint64(len(m))) // the count: decodeMap sizes the map
 	for _, k := range keys {
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
@@ -271,29 +271,25 @@ func decodeMap(h unique.Handle[string]) map[string]string {
 		return nil
 	}
 	s := h.Value()
-	rest := s
-	next := func() string {
+	uvarint := func() int {
 		n, shift := 0, 0
 		for {
 			b := s[0]
 			s = s[1:]
 			n |= int(b&0x7f) << shift
 			if b < 0x80 {
-				break
+				return n
 			}
 			shift += 7
 		}
+	}
+	next := func() string {
+		n := uvarint()
 		v := s[:n]
 		s = s[n:]
 		return v
 	}
-	n := 0
-	for len(s) > 0 {
-		next()
-		n++
-	}
-	s = rest
-	m := make(map[string]string, n/2)
+	m := make(map[string]string, uvarint())
 	for len(s) > 0 {
 		k := next()
 		m[k] = next() // substrings of the interned string: no copy
