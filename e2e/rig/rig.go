@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -708,7 +709,13 @@ func (r *Rig) Kubectl(ctx context.Context, args ...string) *exec.Cmd {
 // EnterHint is a shell line that opens a shell with kubectl ready inside the
 // rig's netns.
 func (r *Rig) EnterHint() string {
-	return fmt.Sprintf("nsenter --net=%s env KUBECONFIG=%s PATH=%s:$PATH bash", r.netnsPath, r.AdminKubeconfig(), r.cfg.KubeBin)
+	return ShellLine(r.netnsPath, r.AdminKubeconfig(), r.cfg.KubeBin)
+}
+
+// ShellLine is a shell line that opens a shell inside the netns at netns, with
+// KUBECONFIG set and the folders of path first on PATH.
+func ShellLine(netns, kubeconfig string, path ...string) string {
+	return fmt.Sprintf("nsenter --net=%s env KUBECONFIG=%s PATH=%s:$PATH bash", netns, kubeconfig, strings.Join(path, ":"))
 }
 
 func isMountPoint(p string) bool {

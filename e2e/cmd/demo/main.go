@@ -374,15 +374,11 @@ func (d *demo) printNodeStatus(ctx context.Context) {
 	_ = server.WriteStatus(os.Stdout, st)
 }
 
-// shell is the command line that opens a shell inside the rig's netns with KUBECONFIG set and the
-// folders of path first on PATH: the rig's kubectl and the demo's probeshim, so that `kubectl get
-// nodes` and `probeshim status` work there as typed.
-func shell(netns, kubeconfig string, path ...string) string {
-	return fmt.Sprintf("nsenter --net=%s env KUBECONFIG=%s PATH=%s:$PATH bash", netns, kubeconfig, strings.Join(path, ":"))
-}
-
+// shell is the command line that opens a shell inside the rig's netns with the rig's kubectl and
+// the demo's probeshim first on PATH, so that `kubectl get nodes` and `probeshim status` work
+// there as typed.
 func (d *demo) shell() string {
-	return shell(d.r.NetNSPath(), d.r.AdminKubeconfig(), d.r.KubeBin(), demoDir(d.r.Dir()))
+	return rig.ShellLine(d.r.NetNSPath(), d.r.AdminKubeconfig(), d.r.KubeBin(), demoDir(d.r.Dir()))
 }
 
 // checkShell runs the commands the hints name in the shell they print: it fails when that

@@ -37,7 +37,7 @@ func TestShellPutsKubectlAndProbeshimFirst(t *testing.T) {
 	t.Setenv("PATH", host+":"+os.Getenv("PATH"))
 
 	// The test's own netns stands in for the rig's.
-	line := shell("/proc/self/ns/net", "/example/admin.kubeconfig", kubeBin, demo) + ` -c 'command -v kubectl probeshim; echo "$KUBECONFIG"'`
+	line := rig.ShellLine("/proc/self/ns/net", "/example/admin.kubeconfig", kubeBin, demo) + ` -c 'command -v kubectl probeshim; echo "$KUBECONFIG"'`
 	out, err := exec.Command("bash", "-c", line).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", line, err, out)
