@@ -46,7 +46,8 @@ bin=${PROBESHIM_CONTAINERD_BIN:-$(dirname "$(command -v containerd)")}
 for b in containerd containerd-shim-runc-v2; do
 	[[ -x $bin/$b ]] || { echo "realruntime.sh: $bin/$b missing (PROBESHIM_CONTAINERD_BIN)" >&2; exit 1; }
 done
-runc=${PROBESHIM_RUNC:-$(command -v runc)}
+runc=${PROBESHIM_RUNC:-$(command -v runc || true)}
+[[ -x $runc ]] || { echo "realruntime.sh: no runc (PROBESHIM_RUNC, or runc on PATH)" >&2; exit 1; }
 dir=$(mktemp -d /tmp/probeshim-rt.XXXXXX)
 netns=probeshim-rt-$$
 cat >"$dir/env" <<EOF

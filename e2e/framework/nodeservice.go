@@ -263,6 +263,11 @@ func (s *NodeService) Status(ctx context.Context) (*server.Status, error) {
 	return server.FetchStatus(ctx, s.StatusSocket())
 }
 
+// CPUProfile records the service's CPU for d through its status socket.
+func (s *NodeService) CPUProfile(ctx context.Context, d time.Duration) ([]byte, error) {
+	return server.FetchCPUProfile(ctx, s.StatusSocket(), d)
+}
+
 // Get fetches a path of the service's local HTTP endpoint (health, metrics),
 // which listens on loopback inside the rig's netns.
 func (s *NodeService) Get(ctx context.Context, path string) (string, error) {

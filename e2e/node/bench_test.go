@@ -45,7 +45,7 @@ func BenchmarkProbeCost(b *testing.B) {
 	ns := c.Namespace(b)
 
 	plain := createPods(b, c, ns, "plain", pods, nil)
-	baseline := measure(b, c, svc, window)
+	baseline := measure(b, c, svc, "baseline", window)
 
 	s := &suite{c: c, svc: svc}
 	var entries []v1alpha1.PodProbe
@@ -59,7 +59,15 @@ func BenchmarkProbeCost(b *testing.B) {
 	}
 	s.writeEntries(b, entries)
 	waitAllSucceeded(b, s, entries)
-	shim := measure(b, c, svc, window)
+	shim := measure(b, c, svc, "probeshim", window)
+	// The same probes with the exec one exec-free (a marker's opt-in): the file read by the
+	// service, no process started in the container.
+	for i := range entries {
+		entries[i].Probes[0].ExecFree = true
+	}
+	s.writeEntries(b, entries)
+	waitExecFree(b, s, len(entries))
+	execFree := measure(b, c, svc, "execfree", window)
 	s.writeEntries(b, nil)
 	deletePods(b, c, plain)
 
@@ -69,26 +77,35 @@ func BenchmarkProbeCost(b *testing.B) {
 		app.LivenessProbe = &corev1.Probe{ProbeHandler: tcp(8080), PeriodSeconds: 1, FailureThreshold: 3}
 		side.ReadinessProbe = &corev1.Probe{ProbeHandler: httpGet(8081, "/"), PeriodSeconds: 1}
 	})
-	kubelet := measure(b, c, svc, window)
+	kubelet := measure(b, c, svc, "kubelet", window)
 	deletePods(b, c, native)
 
+	kubeletAdded := kubelet.machine - baseline.machine
 	b.Logf("\n%d pods x 3 probes at 1 s (%d probes/s), %s windows, CPU in %% of one core:\n"+
-		"%-34s %10s %10s %10s\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n%-34s %10.1f %10.1f %10.1f\n"+
-		"machine CPU added over baseline: kubelet %.1f%%, probeshim %.1f%% (ratio probeshim/kubelet %.2f)\n"+
+		"%-40s %10s %10s %10s %10s\n%-40s %10.1f %10.1f %10.1f %10.1f\n%-40s %10.1f %10.1f %10.1f %10.1f\n%-40s %10.1f %10.1f %10.1f %10.1f\n%-40s %10.1f %10.1f %10.1f %10.1f\n"+
+		"machine CPU added over baseline: kubelet %.1f%%, probeshim %.1f%% (ratio probeshim/kubelet %.2f), "+
+		"probeshim with the exec probe exec-free %.1f%% (ratio %.2f)\n"+
 		"probeshim RSS %.1f MB; NodePodProbe status writes during the probeshim window: %.0f/min; its log %.0f B/min",
 		pods, pods*3, window,
-		"", "machine", "kubelet", "probeshim",
-		"baseline (pods, no probes)", baseline.machine, baseline.kubelet, baseline.shim,
-		"kubelet runs the probes", kubelet.machine, kubelet.kubelet, kubelet.shim,
-		"probeshim runs the probes", shim.machine, shim.kubelet, shim.shim,
-		kubelet.machine-baseline.machine, shim.machine-baseline.machine,
-		(shim.machine-baseline.machine)/(kubelet.machine-baseline.machine),
+		"", "machine", "kubelet", "probeshim", "containerd",
+		"baseline (pods, no probes)", baseline.machine, baseline.kubelet, baseline.shim, baseline.containerd,
+		"kubelet runs the probes", kubelet.machine, kubelet.kubelet, kubelet.shim, kubelet.containerd,
+		"probeshim runs the probes", shim.machine, shim.kubelet, shim.shim, shim.containerd,
+		"probeshim runs them, the exec exec-free", execFree.machine, execFree.kubelet, execFree.shim, execFree.containerd,
+		kubeletAdded, shim.machine-baseline.machine, (shim.machine-baseline.machine)/kubeletAdded,
+		execFree.machine-baseline.machine, (execFree.machine-baseline.machine)/kubeletAdded,
 		shim.rssMB, shim.writesPerMin, shim.logBytesPerMin)
-	b.ReportMetric(kubelet.machine-baseline.machine, "kubelet-added-%cpu")
+	b.ReportMetric(kubeletAdded, "kubelet-added-%cpu")
 	b.ReportMetric(shim.machine-baseline.machine, "probeshim-added-%cpu")
+	b.ReportMetric(execFree.machine-baseline.machine, "execfree-added-%cpu")
+	b.ReportMetric(execFree.shim, "execfree-own-%cpu")
 	b.ReportMetric(shim.shim, "probeshim-own-%cpu")
 	// What the kubelet's own process spent on the same probes: the figure probeshim's own CPU is held to.
 	b.ReportMetric(kubelet.kubelet-baseline.kubelet, "kubelet-own-added-%cpu")
+	// The probe callers with containerd, where each side's exec work happens: CRI's ExecSync does
+	// in the daemon what the service does itself (output, exit, process spec).
+	b.ReportMetric(kubelet.kubelet-baseline.kubelet+kubelet.containerd-baseline.containerd, "kubelet+containerd-added-%cpu")
+	b.ReportMetric(shim.shim-baseline.shim+shim.containerd-baseline.containerd, "probeshim+containerd-added-%cpu")
 	b.ReportMetric(shim.rssMB, "probeshim-rss-MB")
 	b.ReportMetric(shim.writesPerMin, "status-writes/min")
 	b.ReportMetric(shim.logBytesPerMin, "probeshim-log-B/min")
@@ -124,11 +141,11 @@ func BenchmarkScale100(b *testing.B) {
 	}
 	s.writeEntries(b, entries)
 	waitAllSucceeded(b, s, entries[flipping:])
-	churn := measure(b, c, svc, window)
+	churn := measure(b, c, svc, "churn", window)
 	// Steady: stop the flipping by deleting those pods' probes.
 	s.writeEntries(b, entries[flipping:])
 	time.Sleep(3 * time.Second) // let the last flip and the removal be written
-	steady := measure(b, c, svc, window)
+	steady := measure(b, c, svc, "steady", window)
 	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
 		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB (anon %.1f, file %.1f), status writes %.1f/min, log %.0f B/min (info level; target <= 10 KB/min)\n"+
 		"churn (%d pods flipping every 2 s): probeshim CPU %.1f%%, RSS %.1f MB, status writes %.1f/min, log %.0f B/min",
@@ -144,6 +161,23 @@ func BenchmarkScale100(b *testing.B) {
 	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
 	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
 	deletePods(b, c, created)
+}
+
+// waitExecFree waits until the service reads the exec probes' files itself:
+// every pod's file read twice since the switch, and no exec since the last poll.
+func waitExecFree(b *testing.B, s *suite, pods int) {
+	b.Helper()
+	lastExecs, reads0 := -1.0, runtimeCalls(b, s.svc, "read")
+	err := framework.WaitFor(framework.Context(b, 2*time.Minute), time.Minute, "exec probes read without an exec",
+		func(ctx context.Context) (bool, string, error) {
+			execs, reads := runtimeCalls(b, s.svc, "exec"), runtimeCalls(b, s.svc, "read")-reads0
+			done := execs == lastExecs && reads >= float64(2*pods)
+			lastExecs = execs
+			return done, fmt.Sprintf("%.0f reads since the switch, %.0f execs in all", reads, execs), nil
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
 }
 
 func createPods(b *testing.B, c *framework.Cluster, ns, prefix string, n int, edit func(*corev1.Pod)) []*corev1.Pod {
@@ -221,6 +255,7 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 
 type sample struct {
 	machine, kubelet, shim float64 // % of one core
+	containerd             float64 // % of one core: the daemon, where CRI's ExecSync does the work the service does itself
 	rssMB                  float64
 	anonMB, fileMB         float64 // RssAnon (heap, stacks) and RssFile (the binary's touched pages) of rssMB
 	writesPerMin           float64
@@ -228,23 +263,30 @@ type sample struct {
 	logFrom, logTo         int64   // the log file's size at the window's start and end
 }
 
-// measure samples machine, kubelet and probeshim CPU over a window.
-func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d time.Duration) sample {
+// measure samples machine, kubelet and probeshim CPU over a window. With
+// PROBESHIM_BENCH_PROFILES=<folder> it also saves the service's CPU profile of
+// the window there, as <benchmark>-<label>.pprof.
+func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, label string, d time.Duration) sample {
 	b.Helper()
-	kubelet := findPid(b, "kubelet", c.Rig.Dir())
+	if dir := os.Getenv("PROBESHIM_BENCH_PROFILES"); dir != "" {
+		done := profileWindow(b, svc, filepath.Join(dir, b.Name()+"-"+label+".pprof"), d)
+		defer func() { <-done }()
+	}
+	kubelet, ctrd := findPid(b, "kubelet", c.Rig.Dir()), findPid(b, "containerd", c.Rig.Dir())
 	shim := svc.Pid()
 	w0, l0 := writes(b, svc), logSize(svc)
-	m0, k0, s0 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	m0, k0, s0, c0 := machineTicks(b), procTicks(kubelet), procTicks(shim), procTicks(ctrd)
 	start := time.Now()
 	time.Sleep(d)
 	el := time.Since(start).Seconds()
-	m1, k1, s1 := machineTicks(b), procTicks(kubelet), procTicks(shim)
+	m1, k1, s1, c1 := machineTicks(b), procTicks(kubelet), procTicks(shim), procTicks(ctrd)
 	l1 := logSize(svc)
 	const hz = 100.0 // USER_HZ
 	return sample{
 		machine:      (m1 - m0) / hz / el * 100,
 		kubelet:      (k1 - k0) / hz / el * 100,
 		shim:         (s1 - s0) / hz / el * 100,
+		containerd:   (c1 - c0) / hz / el * 100,
 		rssMB:        rssMB(shim, "VmRSS:"),
 		anonMB:       rssMB(shim, "RssAnon:"),
 		fileMB:       rssMB(shim, "RssFile:"),
@@ -255,6 +297,26 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, d t
 		logFrom:        l0,
 		logTo:          l1,
 	}
+}
+
+// profileWindow records the service's CPU for d into path, in the background;
+// the channel closes when it is written. A profile that cannot be had fails
+// the benchmark: it was asked for.
+func profileWindow(b *testing.B, svc *framework.NodeService, path string, d time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		prof, err := svc.CPUProfile(framework.Context(b, d+time.Minute), d)
+		if err == nil {
+			err = os.WriteFile(path, prof, 0o644)
+		}
+		if err != nil {
+			b.Errorf("CPU profile of the window: %v", err)
+			return
+		}
+		b.Logf("CPU profile of the window: %s", path)
+	}()
+	return done
 }
 
 // loggedIn returns the first n lines the service logged in s's window, to
@@ -338,13 +400,23 @@ func findPid(b *testing.B, name, dir string) int {
 
 // writes reads probeshim_api_writes_total from the service's /metrics.
 func writes(b *testing.B, svc *framework.NodeService) float64 {
+	return counter(b, svc, "probeshim_api_writes_total{")
+}
+
+// runtimeCalls reads probeshim_runtime_calls_total of one operation (exec, read).
+func runtimeCalls(b *testing.B, svc *framework.NodeService, operation string) float64 {
+	return counter(b, svc, fmt.Sprintf("probeshim_runtime_calls_total{operation=%q}", operation))
+}
+
+// counter sums the samples of the service's /metrics whose line starts with prefix.
+func counter(b *testing.B, svc *framework.NodeService, prefix string) float64 {
 	body, err := svc.Get(framework.Context(b, time.Minute), "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
 	var total float64
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "probeshim_api_writes_total{") {
+		if strings.HasPrefix(l, prefix) {
 			f := strings.Fields(l)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			total += v

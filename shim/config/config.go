@@ -16,6 +16,7 @@
 //	metricsAddress: 127.0.0.1:10268    # /metrics; may share the health address
 //	statusSocket: /run/probeshim/probeshim.sock
 //	logLevel: info
+//	maxProcs: 1                        # CPUs running Go code at once (GOMAXPROCS); -1: one per CPU
 //	criProxy:                          # CRI proxy mode, off by default
 //	  enabled: false
 //	  socket: /run/probeshim/cri.sock
@@ -55,18 +56,24 @@ import (
 
 // Defaults.
 const (
-	DefaultFile             = "/etc/probeshim/config.yaml"
-	KubeletKubeconfig       = "/etc/kubernetes/kubelet.conf"
-	DedicatedKubeconfig     = "/etc/probeshim/kubeconfig"
-	DefaultKubeAPIQPS       = 5
-	DefaultKubeAPIBurst     = 10
-	DefaultHealthAddress    = "127.0.0.1:10268"
-	DefaultMetricsAddress   = DefaultHealthAddress
-	DefaultStatusSocket     = "/run/probeshim/probeshim.sock"
-	DefaultLogLevel         = "info"
+	DefaultFile           = "/etc/probeshim/config.yaml"
+	KubeletKubeconfig     = "/etc/kubernetes/kubelet.conf"
+	DedicatedKubeconfig   = "/etc/probeshim/kubeconfig"
+	DefaultKubeAPIQPS     = 5
+	DefaultKubeAPIBurst   = 10
+	DefaultHealthAddress  = "127.0.0.1:10268"
+	DefaultMetricsAddress = DefaultHealthAddress
+	DefaultStatusSocket   = "/run/probeshim/probeshim.sock"
+	DefaultLogLevel       = "info"
+	// DefaultMaxProcs is GOMAXPROCS's default: a node agent whose work is mostly waiting on
+	// sockets spends less CPU in Go's scheduler with one (node_exporter's default too).
+	DefaultMaxProcs         = 1
 	DefaultCRIProxySocket   = "/run/probeshim/cri.sock"
 	defaultContainerdSocket = "" // detected: runtime.DefaultSocket
 )
+
+// maxProcs is far above any node's CPUs; past it a typo would undo the bound.
+const maxProcs = 1024
 
 // maxConcurrency is far above what a node needs; past it a typo would undo
 // the bound of a probe pool.
@@ -95,6 +102,10 @@ type Config struct {
 	StatusSocket string `json:"statusSocket,omitempty"`
 	// LogLevel is a logrus level: panic, fatal, error, warn, info, debug, trace.
 	LogLevel string `json:"logLevel,omitempty"`
+	// MaxProcs is how many CPUs run the service's Go code at once (GOMAXPROCS; system calls and
+	// the kernel's network work are not bounded by it). Default DefaultMaxProcs; -1: one per CPU
+	// the service may use, Go's own default.
+	MaxProcs int `json:"maxProcs,omitempty"`
 	// CRIProxy is the optional CRI proxy the kubelet may use as its runtime
 	// endpoint; it forwards to CRISocket.
 	CRIProxy CRIProxy `json:"criProxy,omitzero"`
@@ -183,6 +194,7 @@ var flagSpecs = []flagSpec{
 	{"log-level", "log level: error, warn, info, debug, trace (default " + DefaultLogLevel + ")", func(c *Config) any { return &c.LogLevel }},
 	{"cri-proxy", "serve the CRI proxy on --cri-proxy-socket (a socket passed by systemd is served anyway)", func(c *Config) any { return &c.CRIProxy.Enabled }},
 	{"cri-proxy-socket", "the CRI proxy's socket (default " + DefaultCRIProxySocket + ")", func(c *Config) any { return &c.CRIProxy.Socket }},
+	{"max-procs", fmt.Sprintf("CPUs running the service's Go code at once (GOMAXPROCS); -1: one per CPU (default %d)", DefaultMaxProcs), func(c *Config) any { return &c.MaxProcs }},
 	{"max-concurrent-execs", fmt.Sprintf("exec probes running at once at most (default %d)", prober.DefaultExecConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentExecs }},
 	{"heartbeat-namespace", "namespace of the node's heartbeat Lease (default " + heartbeat.DefaultNamespace + ")", func(c *Config) any { return &c.Heartbeat.Namespace }},
 	{"heartbeat-lease-duration-seconds", fmt.Sprintf("the heartbeat Lease's leaseDurationSeconds (default %d)", int(heartbeat.DefaultLeaseDuration/time.Second)), func(c *Config) any { return &c.Heartbeat.LeaseDurationSeconds }},
@@ -317,6 +329,9 @@ func (c *Config) complete(h host) error {
 	if c.KubeAPIBurst == 0 {
 		c.KubeAPIBurst = DefaultKubeAPIBurst
 	}
+	if c.MaxProcs == 0 {
+		c.MaxProcs = DefaultMaxProcs
+	}
 	if c.ContainerdSocket == defaultContainerdSocket {
 		c.ContainerdSocket = h.defaultSocket()
 	}
@@ -389,6 +404,9 @@ func (c *Config) Validate() error {
 	}
 	if c.KubeAPIBurst < 1 {
 		bad("kubeAPIBurst", "%d must be at least 1", c.KubeAPIBurst)
+	}
+	if c.MaxProcs < -1 || c.MaxProcs == 0 || c.MaxProcs > maxProcs {
+		bad("maxProcs", "%d must be from 1 to %d, or -1 for one per CPU", c.MaxProcs, maxProcs)
 	}
 	for _, a := range []struct{ field, addr string }{{"healthAddress", c.HealthAddress}, {"metricsAddress", c.MetricsAddress}} {
 		if err := checkListenAddress(a.addr); err != nil {

@@ -52,7 +52,7 @@ func TestDefaults(t *testing.T) {
 		NodeName: "worker-1.example.com", Kubeconfig: DedicatedKubeconfig, KubeAPIQPS: 5, KubeAPIBurst: 10,
 		ContainerdSocket: "/run/containerd/containerd.sock", CRISocket: "/run/containerd/containerd.sock",
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
-		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info",
+		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info", MaxProcs: 1,
 		CRIProxy:  CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
 		Probes:    Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256, MessageIntervalSeconds: 10},
 		Heartbeat: Heartbeat{Namespace: "probeshim-node-lease", LeaseDurationSeconds: 40, RenewIntervalSeconds: 10},
@@ -185,6 +185,8 @@ func TestValidation(t *testing.T) {
 		{[]string{"--log-level", "loud"}, `logLevel: "loud" is not one of`},
 		{[]string{"--max-concurrent-execs", "-1"}, "probes.maxConcurrentExecs: -1 must be from 1 to 10000"},
 		{[]string{"--max-concurrent-network-probes", "100000"}, "probes.maxConcurrentNetwork: 100000 must be from 1 to 10000"},
+		{[]string{"--max-procs", "-2"}, "maxProcs: -2 must be from 1 to 1024, or -1 for one per CPU"},
+		{[]string{"--max-procs", "5000"}, "maxProcs: 5000 must be from 1 to 1024"},
 		{[]string{"--message-interval-seconds", "-2"}, "probes.messageIntervalSeconds: -2 must be from 1 to 3600, or -1 for no bound"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "not defined"},
@@ -256,7 +258,7 @@ func TestHeartbeat(t *testing.T) {
 
 func TestFileFields(t *testing.T) {
 	got := strings.Join(fileFields(), ",")
-	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,criProxy,probes,heartbeat" {
+	if got != "nodeName,kubeconfig,kubeAPIQPS,kubeAPIBurst,containerdSocket,criSocket,healthAddress,metricsAddress,statusSocket,logLevel,maxProcs,criProxy,probes,heartbeat" {
 		t.Fatalf("fileFields = %s", got)
 	}
 }

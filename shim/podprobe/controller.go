@@ -227,10 +227,18 @@ func (c *Controller) apply(u prober.Update) {
 	}
 }
 
+// logMessageBytes bounds the probe message in a state change's log line, which the log budget
+// allows 30 of a minute.
+const logMessageBytes = 160
+
 func (c *Controller) event(t *transition) {
-	log := c.cfg.Log.WithFields(logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name,
-		"probe": t.probe, "state": t.state})
-	c.stateLogs.log(log, c.cfg.Log, "probe state changed")
+	msg := strings.TrimSpace(t.message)
+	fields := logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name, "probe": t.probe, "state": t.state}
+	if msg != "" {
+		// Why it failed (or what it printed), short: the status and the Event carry it whole.
+		fields["message"] = validation.TruncateMessage(msg, logMessageBytes)
+	}
+	c.stateLogs.log(c.cfg.Log.WithFields(fields), c.cfg.Log, "probe state changed")
 	if c.cfg.Events == nil {
 		return
 	}
@@ -240,12 +248,11 @@ func (c *Controller) event(t *transition) {
 	if t.state == v1alpha1.ProbeFailed {
 		reason, typ = v1alpha1.EventReasonProbeFailed, corev1.EventTypeWarning
 	}
-	msg := fmt.Sprintf("probe %s: %s", t.probe, t.state)
-	if m := strings.TrimSpace(t.message); m != "" {
-		msg += ": " + m
+	text := fmt.Sprintf("probe %s: %s", t.probe, t.state)
+	if msg != "" {
+		text += ": " + msg
 	}
-	msg = validation.TruncateMessage(msg, validation.MaxProbeMessageBytes)
-	c.cfg.Events.Event(ref, typ, reason, msg)
+	c.cfg.Events.Event(ref, typ, reason, validation.TruncateMessage(text, validation.MaxProbeMessageBytes))
 }
 
 // holdMessageLocked notes a message-only change: written at once when no such

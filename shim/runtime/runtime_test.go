@@ -20,6 +20,7 @@ import (
 
 	eventtypes "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/containerd/v2/pkg/filters"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 	"golang.org/x/sys/unix"
@@ -795,5 +796,46 @@ func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
 	c.mu.Unlock()
 	if a1 || !b1 {
 		t.Fatalf("targets after a1's exit and an exec's in b1: a1 cached %v (want false), b1 cached %v (want true)", a1, b1)
+	}
+}
+
+// The Tracker's subscription, as containerd's own filter parser reads it: the container events and
+// the service's own exec exits pass; another client's exec exit (the kubelet's exec probes), a
+// container's exit (its task's delete follows) and another namespace's events do not.
+func TestEventFiltersSelect(t *testing.T) {
+	var fs []filters.Filter
+	for _, expr := range eventFilters(DefaultNamespace) {
+		f, err := filters.Parse(expr)
+		if err != nil {
+			t.Fatalf("containerd does not parse %q: %v", expr, err)
+		}
+		fs = append(fs, f)
+	}
+	matches := func(env *events.Envelope) bool {
+		return slices.ContainsFunc(fs, func(f filters.Filter) bool { return f.Match(env) })
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		env  *events.Envelope
+		want bool
+	}{
+		{"own exec exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: newExecID()}, now), true},
+		{"another client's exec exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "5f0c1e"}, now), false},
+		{"container exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1"}, now), false},
+		{"container's task deleted", envelope(t, "/tasks/delete", &eventtypes.TaskDelete{ContainerID: "a1", ID: "a1"}, now), true},
+		{"task start", envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "a1"}, now), true},
+		{"container create", envelope(t, "/containers/create", &eventtypes.ContainerCreate{ID: "a1"}, now), true},
+		{"container delete", envelope(t, "/containers/delete", &eventtypes.ContainerDelete{ID: "a1"}, now), true},
+		{"exec started", envelope(t, "/tasks/exec-started", &eventtypes.TaskExecStarted{ContainerID: "a1", ExecID: newExecID()}, now), false},
+	} {
+		if got := matches(tc.env); got != tc.want {
+			t.Errorf("%s: selected %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	other := envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "a1"}, now)
+	other.Namespace = "moby"
+	if matches(other) {
+		t.Error("another namespace's event selected")
 	}
 }

@@ -19,13 +19,32 @@ import (
 // FetchStatus reads the running service's status from its unix socket, for
 // `probeshim status`.
 func FetchStatus(ctx context.Context, socket string) (*Status, error) {
+	body, err := getSocket(ctx, socket, "/status")
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("status from %s: %w", socket, err)
+	}
+	return &st, nil
+}
+
+// FetchCPUProfile records the running service's CPU for d and returns the
+// profile (what `go tool pprof` reads).
+func FetchCPUProfile(ctx context.Context, socket string, d time.Duration) ([]byte, error) {
+	return getSocket(ctx, socket, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Round(time.Second)/time.Second))))
+}
+
+// getSocket GETs path from the service's unix socket.
+func getSocket(ctx context.Context, socket, path string) ([]byte, error) {
 	client := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		},
 	}}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://probeshim/status", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://probeshim"+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -36,13 +55,13 @@ func FetchStatus(ctx context.Context, socket string) (*Status, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("status from %s: %s: %s", socket, resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%s from %s: %s: %s", path, socket, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("status from %s: %w", socket, err)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s from %s: %w", path, socket, err)
 	}
-	return &st, nil
+	return body, nil
 }
 
 // WriteStatus prints the status as a table for a person: one line per

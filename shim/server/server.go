@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -229,6 +230,10 @@ func (s *Server) serveStatus(path string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(st) // fails only when the client went away
 	})
+	// Go's profiles, for root only like the rest of the socket: where the service's own CPU and
+	// memory go on this node (curl --unix-socket <socket> http://x/debug/pprof/profile?seconds=30).
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	s.serve("status", l, mux)
 	return nil
 }

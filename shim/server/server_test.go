@@ -191,6 +191,12 @@ func TestStatusSocket(t *testing.T) {
 		}
 	}
 
+	// Go's profiles are served on the same root-only socket.
+	prof, err := FetchCPUProfile(ctx, sock, time.Second)
+	if err != nil || len(prof) < 2 || prof[0] != 0x1f || prof[1] != 0x8b { // gzipped protobuf
+		t.Fatalf("CPU profile: %d bytes, %v", len(prof), err)
+	}
+
 	// A second service cannot take over a live socket.
 	if err := New(Options{StatusSocket: sock}).Start(); err == nil || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("second server on a live socket: %v", err)

@@ -169,8 +169,8 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 	s.hookNetwork = netns.NewNetwork(out.runtime.PodNetwork)
 	var err error
 	s.engine, err = prober.NewManager(out.tracker,
-		prober.WithExecer(countingExecer{Execer: out.runtime, m: s.m}),
-		prober.WithFileReader(countingReader{FileReader: out.runtime, m: s.m}),
+		prober.WithExecer(newCountingExecer(out.runtime, s.m)),
+		prober.WithFileReader(newCountingReader(out.runtime, s.m)),
 		prober.WithNetwork(s.network),
 		prober.WithRegisterer(out.registry),
 		prober.WithLogger(slogrus.NewLogger(log)),

@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -81,39 +81,18 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.MaxProcs > 0 {
+		runtime.GOMAXPROCS(cfg.MaxProcs)
+	}
 	logger := logrus.New()
 	logger.SetLevel(cfg.Level())
 	systemd.SetupLogging(logger, "probeshim")
 	logger.WithFields(logrus.Fields{"node": cfg.NodeName, "version": version, "kubeconfig": cfg.Kubeconfig,
-		"containerdSocket": cfg.ContainerdSocket}).Info("starting probeshim")
+		"containerdSocket": cfg.ContainerdSocket, "maxProcs": runtime.GOMAXPROCS(0)}).Info("starting probeshim")
 
-	if path := os.Getenv(cpuProfileEnv); path != "" {
-		stopProfile, err := startCPUProfile(path)
-		if err != nil {
-			return err
-		}
-		defer stopProfile()
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return service.Run(ctx, cfg, logger)
-}
-
-// cpuProfileEnv names a file the service writes a CPU profile of its whole run
-// to when it stops (go tool pprof reads it): how the benchmarks see where the
-// service's own CPU goes. Not a flag: no deployment should run with it.
-const cpuProfileEnv = "PROBESHIM_CPU_PROFILE"
-
-func startCPUProfile(path string) (stop func(), _ error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func status(args []string) error {
