@@ -270,14 +270,24 @@ func TestNodeService(t *testing.T) {
 		if !found {
 			t.Errorf("status socket does not list exec-ok as Succeeded: %+v", st.Probes)
 		}
-		metrics, err := s.svc.Get(framework.Context(t, time.Minute), "/metrics")
+		// The service was just restarted: its duration histogram appears with the first probe
+		// that succeeds after the start (exec-ok, every second).
+		err = framework.WaitFor(framework.Context(t, time.Minute), 20*time.Second, "the prober's series on /metrics",
+			func(ctx context.Context) (bool, string, error) {
+				metrics, err := s.svc.Get(ctx, "/metrics")
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				var missing []string
+				for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
+					if !strings.Contains(metrics, want) {
+						missing = append(missing, want)
+					}
+				}
+				return len(missing) == 0, "missing " + strings.Join(missing, ", "), nil
+			})
 		if err != nil {
-			t.Fatal(err)
-		}
-		for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
-			if !strings.Contains(metrics, want) {
-				t.Errorf("/metrics lacks %s", want)
-			}
+			t.Error(err)
 		}
 	})
 

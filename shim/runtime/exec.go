@@ -400,13 +400,10 @@ func isNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(kindOf(err), ErrNotFound)
 }
 
-// execIDPrefix starts the ID of every exec the service runs.
-const execIDPrefix = "probe-"
-
 func newExecID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
-	return execIDPrefix + hex.EncodeToString(b)
+	return "probe-" + hex.EncodeToString(b)
 }
 
 // cappedBuffer keeps the first max bytes written to it and discards the

@@ -800,8 +800,8 @@ func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
 }
 
 // The Tracker's subscription, as containerd's own filter parser reads it: the container events and
-// the service's own exec exits pass; another client's exec exit (the kubelet's exec probes), a
-// container's exit (its task's delete follows) and another namespace's events do not.
+// every exit pass (a container's exit must come before its execs' in the stream); exec starts and
+// another namespace's events do not.
 func TestEventFiltersSelect(t *testing.T) {
 	var fs []filters.Filter
 	for _, expr := range eventFilters(DefaultNamespace) {
@@ -821,8 +821,8 @@ func TestEventFiltersSelect(t *testing.T) {
 		want bool
 	}{
 		{"own exec exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: newExecID()}, now), true},
-		{"another client's exec exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "5f0c1e"}, now), false},
-		{"container exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1"}, now), false},
+		{"another client's exec exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "5f0c1e"}, now), true},
+		{"container exit", envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "a1", ID: "a1"}, now), true},
 		{"container's task deleted", envelope(t, "/tasks/delete", &eventtypes.TaskDelete{ContainerID: "a1", ID: "a1"}, now), true},
 		{"task start", envelope(t, "/tasks/start", &eventtypes.TaskStart{ContainerID: "a1"}, now), true},
 		{"container create", envelope(t, "/containers/create", &eventtypes.ContainerCreate{ID: "a1"}, now), true},

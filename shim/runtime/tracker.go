@@ -159,14 +159,15 @@ func (t *Tracker) newBackoff() wait.Backoff {
 	return wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 10 * time.Second}
 }
 
-// eventFilters are the containerd events the Tracker follows, in namespace ns. A container's end
-// is its task's delete, which CRI makes right after the exit and which carries the same status:
-// following every /tasks/exit would also deliver the exits of every other client's execs (each
-// exec probe the kubelet runs), about 0.2 ms of CPU each here. Of the exits only the service's
-// own execs are followed (their IDs start with execIDPrefix), for the exec path's exitRouter.
+// eventFilters are the containerd events the Tracker follows, in namespace ns. Every /tasks/exit,
+// although most are other clients' execs (each exec probe the kubelet runs, ~0.2 ms here each):
+// a container's exit must reach the Tracker in the stream before the exits of the service's own
+// execs that it ended, so that an exec killed with its container is seen as the container's end,
+// never as a failed probe. containerd's filters cannot tell a container's exit from an exec's
+// (both IDs are random), and the task's delete comes too late for that.
 func eventFilters(ns string) []string {
-	filters := []string{fmt.Sprintf("namespace==%s,topic==%q,event.id~=%q", ns, "/tasks/exit", "^"+execIDPrefix)}
-	for _, topic := range []string{"/tasks/start", "/tasks/delete", "/containers/create", "/containers/delete"} {
+	var filters []string
+	for _, topic := range []string{"/tasks/start", "/tasks/exit", "/tasks/delete", "/containers/create", "/containers/delete"} {
 		filters = append(filters, fmt.Sprintf("namespace==%s,topic==%q", ns, topic))
 	}
 	return filters
