@@ -167,10 +167,11 @@ func BenchmarkScale100(b *testing.B) {
 // every pod's file read twice since the switch, and no exec since the last poll.
 func waitExecFree(b *testing.B, s *suite, pods int) {
 	b.Helper()
-	lastExecs, reads0 := -1.0, runtimeCalls(b, s.svc, "read")
+	lastExecs, reads0 := -1.0, runtimeCalls(b, s.svc, "read")[0]
 	err := framework.WaitFor(framework.Context(b, 2*time.Minute), time.Minute, "exec probes read without an exec",
 		func(ctx context.Context) (bool, string, error) {
-			execs, reads := runtimeCalls(b, s.svc, "exec"), runtimeCalls(b, s.svc, "read")-reads0
+			n := runtimeCalls(b, s.svc, "exec", "read")
+			execs, reads := n[0], n[1]-reads0
 			done := execs == lastExecs && reads >= float64(2*pods)
 			lastExecs = execs
 			return done, fmt.Sprintf("%.0f reads since the switch, %.0f execs in all", reads, execs), nil
@@ -400,29 +401,36 @@ func findPid(b *testing.B, name, dir string) int {
 
 // writes reads probeshim_api_writes_total from the service's /metrics.
 func writes(b *testing.B, svc *framework.NodeService) float64 {
-	return counter(b, svc, "probeshim_api_writes_total{")
+	return counters(b, svc, "probeshim_api_writes_total{")[0]
 }
 
-// runtimeCalls reads probeshim_runtime_calls_total of one operation (exec, read).
-func runtimeCalls(b *testing.B, svc *framework.NodeService, operation string) float64 {
-	return counter(b, svc, fmt.Sprintf("probeshim_runtime_calls_total{operation=%q}", operation))
+// runtimeCalls reads probeshim_runtime_calls_total of operations (exec, read), from one fetch.
+func runtimeCalls(b *testing.B, svc *framework.NodeService, operations ...string) []float64 {
+	prefixes := make([]string, len(operations))
+	for i, op := range operations {
+		prefixes[i] = fmt.Sprintf("probeshim_runtime_calls_total{operation=%q}", op)
+	}
+	return counters(b, svc, prefixes...)
 }
 
-// counter sums the samples of the service's /metrics whose line starts with prefix.
-func counter(b *testing.B, svc *framework.NodeService, prefix string) float64 {
+// counters reads the service's /metrics once and sums, per prefix, the samples whose line
+// starts with it.
+func counters(b *testing.B, svc *framework.NodeService, prefixes ...string) []float64 {
 	body, err := svc.Get(framework.Context(b, time.Minute), "/metrics")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
+	totals := make([]float64, len(prefixes))
 	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			f := strings.Fields(l)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			total += v
+		for i, prefix := range prefixes {
+			if strings.HasPrefix(l, prefix) {
+				f := strings.Fields(l)
+				v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+				totals[i] += v
+			}
 		}
 	}
-	return total
+	return totals
 }
 
 // BenchmarkExecVsExecSync times an exec probe as probeshim runs it (a
