@@ -87,7 +87,10 @@ type Config struct {
 	NodeName string `json:"nodeName,omitempty"`
 	// Kubeconfig is the API server credentials: the kubelet's own (identity
 	// system:node:<name>) or a dedicated one.
-	Kubeconfig   string  `json:"kubeconfig,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// KubeAPIQPS and KubeAPIBurst bound each kind of API traffic on its own (shim/kube): probe
+	// status writes with pod reads, events, ContainerRecreateRequest steps. Lease renewals are not
+	// limited.
 	KubeAPIQPS   float64 `json:"kubeAPIQPS,omitempty"`
 	KubeAPIBurst int     `json:"kubeAPIBurst,omitempty"`
 	// ContainerdSocket and CRISocket are containerd's socket and the CRI

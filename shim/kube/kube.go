@@ -3,6 +3,12 @@
 // Package kube builds the node service's API server clients from a kubeconfig: plain REST
 // clients of the three API groups it uses (core, coordination, apps.kruise.io/v1alpha1) over a
 // scheme of just those groups.
+//
+// Each kind of traffic has a rate budget of its own (Options.QPS and Burst each), so that one
+// kind never queues another behind it: probe status writes with the pod reads, Events, and the
+// ContainerRecreateRequest steps. The Lease renewal has no client-side limit at all, as the
+// kubelet's heartbeat client: one write per renew interval, and a late one makes the node look
+// silent. All of them share one connection pool.
 package kube
 
 import (
@@ -32,8 +38,11 @@ type Clients struct {
 	// heartbeat endpoint takes its client certificate).
 	Config *rest.Config
 	Kube   Interface
-	// Kruise talks to apps.kruise.io/v1alpha1 (NodePodProbe, ContainerRecreateRequest).
+	// Kruise talks to apps.kruise.io/v1alpha1 for NodePodProbes.
 	Kruise rest.Interface
+	// Recreate talks to apps.kruise.io/v1alpha1 for ContainerRecreateRequests, with a budget of its
+	// own: a restart step never waits behind a burst of probe status writes.
+	Recreate rest.Interface
 }
 
 // Interface is every core and coordination call the node service makes. Not client-go's typed
@@ -142,32 +151,56 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	if o.Observe != nil {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return observer{next: rt, observe: o.Observe} })
 	}
-	// As kubernetes.NewForConfig does: core and coordination share one connection pool and one
-	// rate limit (the apps.kruise.io client below has its own, as before).
-	gcfg := rest.CopyConfig(cfg)
-	if gcfg.RateLimiter == nil && gcfg.QPS > 0 {
-		burst := gcfg.Burst
-		if burst <= 0 {
-			burst = rest.DefaultBurst
-		}
-		gcfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(gcfg.QPS, burst)
-	}
-	hc, err := rest.HTTPClientFor(gcfg)
+	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
+	}
+	client := func(apiPath string, gv schema.GroupVersion, limit bool) (*rest.RESTClient, error) {
+		c := groupConfig(cfg, apiPath, gv)
+		if limit {
+			c.RateLimiter = budget(c)
+		} else {
+			c.QPS, c.RateLimiter = -1, nil // client-go: a negative QPS means no limiter
+		}
+		return rest.RESTClientForConfigAndClient(c, hc)
 	}
 	var g groups
-	if g.core, err = rest.RESTClientForConfigAndClient(groupConfig(gcfg, "/api", corev1.SchemeGroupVersion), hc); err != nil {
+	if g.core, err = client("/api", corev1.SchemeGroupVersion, true); err != nil {
 		return nil, err
 	}
-	if g.coordination, err = rest.RESTClientForConfigAndClient(groupConfig(gcfg, "/apis", coordinationv1.SchemeGroupVersion), hc); err != nil {
+	if g.events, err = client("/api", corev1.SchemeGroupVersion, true); err != nil {
 		return nil, err
 	}
-	rc, err := rest.RESTClientFor(groupConfig(cfg, "/apis", v1alpha1.SchemeGroupVersion))
-	if err != nil {
+	if g.coordination, err = client("/apis", coordinationv1.SchemeGroupVersion, false); err != nil {
 		return nil, err
 	}
-	return &Clients{Config: cfg, Kube: g, Kruise: rc}, nil
+	out := &Clients{Config: cfg, Kube: g}
+	if out.Kruise, err = client("/apis", v1alpha1.SchemeGroupVersion, true); err != nil {
+		return nil, err
+	}
+	if out.Recreate, err = client("/apis", v1alpha1.SchemeGroupVersion, true); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// budget is a new token bucket of cfg's QPS and Burst, or the caller's own limiter if it set one
+// (then every kind shares it: the caller chose so).
+func budget(cfg *rest.Config) flowcontrol.RateLimiter {
+	if cfg.RateLimiter != nil {
+		return cfg.RateLimiter
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = rest.DefaultQPS
+	}
+	if burst <= 0 {
+		burst = rest.DefaultBurst
+	}
+	if qps < 0 {
+		return nil
+	}
+	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
 // groupConfig is cfg for one group's REST client. JSON unless the caller chose otherwise: the
@@ -183,9 +216,10 @@ func groupConfig(cfg *rest.Config, apiPath string, gv schema.GroupVersion) *rest
 	return c
 }
 
-// groups is Interface over the core and coordination REST clients.
+// groups is Interface over the core and coordination REST clients; Events have a client (and a
+// budget) of their own.
 type groups struct {
-	core, coordination *rest.RESTClient
+	core, events, coordination *rest.RESTClient
 }
 
 func (g groups) Nodes() Getter[*corev1.Node] {
@@ -209,7 +243,7 @@ func (g groups) Leases(ns string) LeaseClient {
 }
 
 func (g groups) Events(ns string) EventClient {
-	return resource[*corev1.Event]{c: g.core, ns: ns, resource: "events", new: func() *corev1.Event { return &corev1.Event{} }}
+	return resource[*corev1.Event]{c: g.events, ns: ns, resource: "events", new: func() *corev1.Event { return &corev1.Event{} }}
 }
 
 // resource is one resource's calls, as client-go's gentype.Client makes them.

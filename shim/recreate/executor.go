@@ -80,7 +80,7 @@ type Config struct {
 	// Node is this node's name: only requests labelled crr.apps.kruise.io/node-name=<Node> are
 	// seen (and not those labelled probeshim.io/crr-executor=kruise), and only pods bound to it.
 	Node string
-	// Client talks to apps.kruise.io/v1alpha1 (shim/kube.Clients.Kruise).
+	// Client talks to apps.kruise.io/v1alpha1 (shim/kube.Clients.Recreate, a budget of its own).
 	Client rest.Interface
 	// Kube reads the pods bound to the node (shim/kube.Clients.Kube).
 	Kube KubeClient

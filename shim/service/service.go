@@ -300,7 +300,7 @@ func (s *service) buildAPI(clients *kube.Clients) *apiSide {
 		MessageInterval: time.Duration(s.cfg.Probes.MessageIntervalSeconds) * time.Second,
 	})
 	api.executor = recreate.New(recreate.Config{
-		Node: s.cfg.NodeName, Client: clients.Kruise, Kube: clients.Kube,
+		Node: s.cfg.NodeName, Client: clients.Recreate, Kube: clients.Kube,
 		Runtime: s.out.runtime, Containers: s.out.tracker, Network: s.hookNetwork,
 		Events: recorder, Log: s.log,
 	})
