@@ -119,9 +119,8 @@ func runMarkerScale(b *testing.B, dir string) {
 			b.Fatal(err)
 		}
 		took := time.Since(t0)
-		// measures: writes that come after the last entry (marker status, events) belong to the
-		// phase too; those of the next 5 s are counted
-		time.Sleep(5 * time.Second)
+		// Writes that come after the last entry (marker status, events) belong to the phase too.
+		time.Sleep(5 * time.Second) // measures: the phase's trailing writes, those of the next 5 s
 		by, total := writes.Since(w0)
 		heap, rss := scalebench.Mem()
 		row(name, "%.1f s; %d writes (%.2f per node: %s); CPU %.1f s (API server+etcd %.1f s); heap +%.0f MB, RSS +%.0f MB",
