@@ -37,7 +37,8 @@ func Never(ctx context.Context, d time.Duration, what string, cond Condition) er
 	var happened bool
 	var seen string
 	var condErr error
-	_ = poll.Until(ctx, d, what, func(ctx context.Context) (bool, string, error) {
+	// cond gets ctx, not the look's own: a call the end of the look overtakes is not cut short.
+	_ = poll.Until(ctx, d, what, func(context.Context) (bool, string, error) {
 		done, obs, err := cond(ctx)
 		happened, seen, condErr = done, obs, err
 		return done, obs, err
