@@ -752,8 +752,11 @@ func TestTrackerRunWithoutEvents(t *testing.T) {
 	// Until a session has failed, Healthy says the tracker has not started.
 	notStarted := tr.Healthy()
 	poll.Eventually(t, 5*time.Second, func() error {
-		if err := tr.Healthy(); err == nil || err.Error() == notStarted.Error() {
-			return fmt.Errorf("Healthy() = %v, want why there are no events", err)
+		switch err := tr.Healthy(); {
+		case err == nil:
+			return errors.New("healthy without an event stream")
+		case err.Error() == notStarted.Error():
+			return fmt.Errorf("Healthy() = %w, want why there are no events", err)
 		}
 		return nil
 	})
