@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 )
 
@@ -94,12 +95,11 @@ func (n *node) exists(path string) bool {
 // eventually polls cond until it holds or timeout passes.
 func (n *node) eventually(what string, timeout time.Duration, cond func() bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			n.t.Fatalf("%s: not %s within %s", n.c.Name(), what, timeout)
-		}
-		time.Sleep(200 * time.Millisecond)
+	err := poll.Until(n.ctx, timeout, what, func(context.Context) (bool, string, error) {
+		return cond(), "", nil
+	})
+	if err != nil {
+		n.t.Fatalf("%s: %v", n.c.Name(), err)
 	}
 }
 

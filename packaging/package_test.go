@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 )
@@ -151,7 +152,8 @@ func testDeb(t *testing.T, f *fixture) {
 		} else {
 			t.Logf("status text on a node without containerd or kubeconfig: %q", st)
 		}
-		time.Sleep(7 * time.Second) // longer than RestartSec
+		// measures: no restart for 7 s, longer than RestartSec
+		time.Sleep(7 * time.Second)
 		if got := n.expectRunning(true); got != pid || n.prop("NRestarts") != "0" {
 			t.Fatalf("service restarted on its own (PID %s -> %s, NRestarts %s)", pid, got, n.prop("NRestarts"))
 		}
@@ -444,16 +446,16 @@ systemctl daemon-reload && systemctl restart %s`, unit, unit, unit)
 		n.sh("systemd-run --quiet --unit=pod-a -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 127.0.0.1:8080")
 		// And a server at the cloud metadata address, which IPAddressDeny= must keep the service from.
 		n.sh("systemd-run --quiet --unit=pod-a-metadata -p NetworkNamespacePath=/run/netns/pod-a /usr/local/bin/sandboxcheck serve-tcp 169.254.169.254:80")
-		// The pod's server may need a moment; retry the checks for a while.
+		// The pod's server may need a moment: until the checks pass, ask for another round (each
+		// SIGUSR1 runs them once and reports in STATUS=, which starts as "waiting for SIGUSR1").
 		var status string
-		for deadline := time.Now().Add(15 * time.Second); ; {
-			n.sh("systemctl kill --kill-who=main -s SIGUSR1 %s", unit)
-			time.Sleep(300 * time.Millisecond)
-			status = n.prop("StatusText")
-			if status == "sandbox check: all passed" || time.Now().After(deadline) {
-				break
+		_ = poll.Until(n.ctx, 15*time.Second, "the sandbox checks to pass", func(context.Context) (bool, string, error) {
+			if status = n.prop("StatusText"); status == "sandbox check: all passed" {
+				return true, status, nil
 			}
-		}
+			n.sh("systemctl kill --kill-who=main -s SIGUSR1 %s", unit)
+			return false, status, nil
+		})
 		out := n.sh("journalctl --no-pager -o cat -u %s | grep 'sandbox check' | tail -n 20", unit)
 		if status != "sandbox check: all passed" {
 			bpf, _ := n.try("journalctl --no-pager -o cat -b | grep -i -e bpf -e firewall | tail -n 5")
@@ -525,7 +527,11 @@ func testCRISocket(t *testing.T, f *fixture) {
 
 	step(t, "restart under load: no kubelet-like call fails", func() {
 		n.sh(`systemd-run --quiet --unit=cri-loop /bin/sh -c '/pkgs/cricheck loop %s 15s >/tmp/cri-loop.out 2>&1; echo rc=$? >>/tmp/cri-loop.out'`, criSocket)
-		time.Sleep(3 * time.Second)
+		// Restart only once the loop's connection is up and answered, so the restart falls inside it.
+		n.eventually("the call loop's first answer", 20*time.Second, func() bool {
+			out, _ := n.try("cat /tmp/cri-loop.out")
+			return strings.Contains(out, "first call answered")
+		})
 		before := n.prop("MainPID")
 		n.sh("systemctl restart %s", unit)
 		if after := n.expectRunning(true); after == before {

@@ -247,12 +247,12 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 		}
 	}()
 	m.Sync(desired)
-	time.Sleep(warmup) // the benchmark measures wall-clock behaviour
+	time.Sleep(warmup) // the benchmark measures wall-clock behaviour: first rounds and jitter pass
 
 	b.ResetTimer()
 	u0, s0 := cpuTimes()
 	measuring.Store(true)
-	time.Sleep(window)
+	time.Sleep(window) // measures: CPU, memory and start lateness over the window
 	measuring.Store(false)
 	u1, s1 := cpuTimes()
 	b.StopTimer()

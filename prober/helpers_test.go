@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -235,11 +237,10 @@ func (h *harness) advance(d time.Duration) {
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	err := poll.Until(context.Background(), 5*time.Second, what, func(context.Context) (bool, string, error) {
+		return cond(), "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -55,6 +55,7 @@ func serveHostileTargets() {
 				if _, err := c.Write([]byte("d")); err != nil {
 					return
 				}
+				// the drip's pace, one byte per 100 ms for as long as the test measures the prober against it
 				time.Sleep(100 * time.Millisecond)
 			}
 		},
@@ -282,6 +283,7 @@ func TestHostileLoadStaysBounded(t *testing.T) {
 	}()
 	m.Sync(ds)
 	peak := before
+	// measures: peak RSS over 8 s of hostile probes, sampled every 100 ms
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		peak = max(peak, rssMB(t))
 	}

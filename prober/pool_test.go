@@ -139,8 +139,12 @@ func TestPoolRunnersExitWhenIdle(t *testing.T) {
 	h.m.Sync(ds)
 	for i := range 5 {
 		h.advance(time.Second)
-		if i%2 == 1 {
-			time.Sleep(runnerIdle + 50*time.Millisecond)
+		if i%2 == 1 { // an idle gap: the runners of this burst exit before the next
+			eventually(t, "the runners to exit", func() bool {
+				h.m.mu.Lock()
+				defer h.m.mu.Unlock()
+				return h.m.execPool.alive == 0
+			})
 		}
 	}
 	if n := h.exec.count(); n != 50 {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/sirupsen/logrus"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // fakeNotifySocket listens where NOTIFY_SOCKET points, as systemd would,
@@ -54,18 +56,21 @@ func listenNotify(t *testing.T) *fakeNotifySocket {
 	return f
 }
 
+// wait returns the messages once there are n, or what there is after 3 s.
 func (f *fakeNotifySocket) wait(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		f.mu.Lock()
-		msgs := append([]string(nil), f.msgs...)
-		f.mu.Unlock()
-		if len(msgs) >= n || time.Now().After(deadline) {
-			return msgs
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var msgs []string
+	_ = poll.Until(context.Background(), 3*time.Second, "notify messages", func(context.Context) (bool, string, error) {
+		msgs = f.snapshot()
+		return len(msgs) >= n, "", nil
+	})
+	return msgs
+}
+
+func (f *fakeNotifySocket) snapshot() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.msgs...)
 }
 
 func (f *fakeNotifySocket) take() []string {
@@ -153,25 +158,49 @@ func TestWatchdogPingsOnlyWhileHealthy(t *testing.T) {
 		}
 		return n
 	}
-	time.Sleep(300 * time.Millisecond)
-	msgs := f.take()
-	if n := count(msgs, "WATCHDOG=1"); n < 3 {
-		t.Fatalf("%d pings in 300 ms while healthy: %q", n, msgs)
-	}
-
-	unhealthy.Store(true)
-	time.Sleep(60 * time.Millisecond) // let a tick in flight pass
+	poll.Eventually(t, 3*time.Second, func() error {
+		if msgs := f.snapshot(); count(msgs, "WATCHDOG=1") < 3 {
+			return fmt.Errorf("%d pings while healthy: %q", count(msgs, "WATCHDOG=1"), msgs)
+		}
+		return nil
+	})
 	f.take()
-	time.Sleep(300 * time.Millisecond)
-	msgs = f.take()
-	if n := count(msgs, "WATCHDOG=1"); n != 0 {
-		t.Fatalf("%d pings while unhealthy", n)
+
+	// A ping may be in flight when health fails; the status line marks the change, and no ping
+	// may follow it.
+	unhealthy.Store(true)
+	afterUnhealthy := func() ([]string, bool) {
+		msgs := f.snapshot()
+		for i, m := range msgs {
+			if strings.Contains(m, "STATUS=unhealthy: event stream down") {
+				return msgs[i+1:], true
+			}
+		}
+		return nil, false
 	}
+	poll.Eventually(t, 3*time.Second, func() error {
+		if _, ok := afterUnhealthy(); !ok {
+			return fmt.Errorf("no unhealthy status: %q", f.snapshot())
+		}
+		return nil
+	})
+	poll.Consistently(t, 300*time.Millisecond, func() error {
+		if msgs, _ := afterUnhealthy(); count(msgs, "WATCHDOG=1") != 0 {
+			return fmt.Errorf("%d pings while unhealthy: %q", count(msgs, "WATCHDOG=1"), msgs)
+		}
+		return nil
+	})
+	f.take()
+
 	unhealthy.Store(false)
-	time.Sleep(200 * time.Millisecond)
-	msgs = f.take()
-	if count(msgs, "WATCHDOG=1") == 0 || count(msgs, "STATUS=running") != 1 {
-		t.Fatalf("after recovery: %q", msgs)
+	poll.Eventually(t, 3*time.Second, func() error {
+		if msgs := f.snapshot(); count(msgs, "WATCHDOG=1") == 0 || count(msgs, "STATUS=running") == 0 {
+			return fmt.Errorf("after recovery: %q", msgs)
+		}
+		return nil
+	})
+	if msgs := f.snapshot(); count(msgs, "STATUS=running") != 1 {
+		t.Fatalf("after recovery, the status line more than once: %q", msgs)
 	}
 	cancel()
 	select {

@@ -75,6 +75,22 @@ func specIs(node, want string) func() error {
 	}
 }
 
+// writesQuiet waits until the manager has written nothing for d: the writes earlier changes bring
+// (some folded, a second late) are done.
+func writesQuiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	last, since := env.Writes.Len(), time.Now()
+	err := poll.Until(context.Background(), wait, fmt.Sprintf("no writes for %s", d), func(context.Context) (bool, string, error) {
+		if n := env.Writes.Len(); n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= d, fmt.Sprintf("%d writes so far", last), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGameServerLifecycle runs the three controllers together, with the test in the role of the
 // node service (writing NodePodProbe status) and of the kubelet (pod status).
 func TestGameServerLifecycle(t *testing.T) {
@@ -147,7 +163,8 @@ func TestGameServerLifecycle(t *testing.T) {
 	poll.Eventually(t, wait, podIs("true", "-10", "True", true))
 
 	// Steady state: a lastProbeTime refresh by the node service writes nothing anywhere. The
-	// marker's status follows pod and NodePodProbe changes a second late (folded): let it settle.
+	// marker's status follows pod and NodePodProbe changes a second late (folded): let it settle,
+	// and the writes end.
 	poll.Eventually(t, wait, func() error {
 		m := &v1alpha1.PodProbeMarker{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(marker), m); err != nil {
@@ -158,7 +175,7 @@ func TestGameServerLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(300 * time.Millisecond)
+	writesQuiet(t, time.Second)
 	mark := env.Writes.Len()
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: node.Name}, npp); err != nil {
 		t.Fatal(err)
@@ -170,10 +187,12 @@ func TestGameServerLifecycle(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, npp); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
-	if ws := env.Writes.Since(mark); len(ws) > 0 {
-		t.Fatalf("writes at steady state: %+v", ws)
-	}
+	poll.Consistently(t, time.Second, func() error {
+		if ws := env.Writes.Since(mark); len(ws) > 0 {
+			return fmt.Errorf("writes at steady state: %+v", ws)
+		}
+		return nil
+	})
 
 	// The marker goes: its entry, label, annotation, condition and record go; liveness stays.
 	if err := env.Client.Delete(ctx, marker); err != nil {

@@ -3,6 +3,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,12 +60,14 @@ func TestHeldWhileKruiseProbes(t *testing.T) {
 
 	// Held: nothing to poll for, so watch the writes for a while (unheld, the NodePodProbe comes
 	// within well under a second: TestGameServerLifecycle).
-	time.Sleep(2 * time.Second)
-	for _, w := range env.Writes.Since(mark) {
-		if w.Kind == "NodePodProbe" || w.Kind == "PodProbeMarker" || (w.Kind == "Pod" && w.Namespace == ns) {
-			t.Errorf("held, but wrote %+v", w)
+	poll.Consistently(t, 2*time.Second, func() error {
+		for _, w := range env.Writes.Since(mark) {
+			if w.Kind == "NodePodProbe" || w.Kind == "PodProbeMarker" || (w.Kind == "Pod" && w.Namespace == ns) {
+				return fmt.Errorf("held, but wrote %+v", w)
+			}
 		}
-	}
+		return nil
+	})
 
 	// Released: the next event of each (here a touch of the marker and the pod; otherwise the
 	// held reconciles' requeue) brings the work.

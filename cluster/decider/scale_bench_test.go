@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"golang.org/x/time/rate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/internal/scalebench"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // BenchmarkDeciderScale is issue 8's scale benchmark: a real API server (envtest) holding
@@ -227,8 +229,17 @@ func runScale(b *testing.B, dir string) {
 		for _, ph := range run.phases {
 			if ph.config != "" && ri == 0 {
 				c0, a0, t0 := scalebench.CPU(), scalebench.ChildCPU(), time.Now()
+				_, _, rec0, _ := scaleQueue()
 				r.setConfig(ctx, ph.config)
-				time.Sleep(3 * time.Second) // the ConfigMap reaches the decider's own cache
+				// The new configuration has reached the decider once it decides the failing
+				// workloads again; only then can settling mean they are done.
+				err := poll.Until(ctx, time.Minute, "the decider to decide again after the config change", func(context.Context) (bool, string, error) {
+					depth, active, total, _ := scaleQueue()
+					return depth > 0 || active > 0 || total > rec0, fmt.Sprintf("%.0f reconciles since", total-rec0), nil
+				})
+				if err != nil {
+					b.Log(err)
+				}
 				r.settle(ctx, 5*time.Minute)
 				row("config change", "%.1f s until settled, %.2f s CPU (API server+etcd %.2f s): every failing workload decided again",
 					time.Since(t0).Seconds(), scalebench.CPU()-c0, scalebench.ChildCPU()-a0)
@@ -533,10 +544,10 @@ func (r *scaleRig) populate(ctx context.Context, nodes, podsPerNode, containers 
 // watchRequests notes when the first ContainerRecreateRequest for each pod appears.
 func (r *scaleRig) watchRequests(ctx context.Context) {
 	rv := ""
-	for ctx.Err() == nil {
+	retry := watchRetry()
+	for retry.Wait(ctx) == nil {
 		w, err := r.cl.Watch(ctx, &v1alpha1.ContainerRecreateRequestList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		for ev := range w.ResultChan() {
@@ -565,20 +576,19 @@ func (r *scaleRig) watchRequests(ctx context.Context) {
 // of the latency.
 func (r *scaleRig) watchNodePodProbes(ctx context.Context) {
 	rv := ""
-	for ctx.Err() == nil {
+	retry := watchRetry()
+	for retry.Wait(ctx) == nil {
 		if rv == "" {
 			// Start at the current version, without the synthetic events for every object a
 			// watch from "" begins with.
 			var list v1alpha1.NodePodProbeList
 			if err := r.cl.List(ctx, &list, client.Limit(1)); err != nil {
-				time.Sleep(100 * time.Millisecond)
 				continue
 			}
 			rv = list.ResourceVersion
 		}
 		w, err := r.cl.Watch(ctx, &v1alpha1.NodePodProbeList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 		if err != nil {
-			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		for ev := range w.ResultChan() {
@@ -601,6 +611,10 @@ func (r *scaleRig) watchNodePodProbes(ctx context.Context) {
 		r.watchRestarts.Add(1)
 	}
 }
+
+// watchRetry paces the watchers' attempts: a watch that fails (or ends) at once is tried again
+// at most ten times a second, one that lasted at once.
+func watchRetry() *rate.Limiter { return rate.NewLimiter(rate.Every(100*time.Millisecond), 1) }
 
 // pick chooses n pods to fail, one per node not used before and one per workload, keeping each
 // workload within its default maxUnavailable (25%, at least 1) and below the breaker (50%).
@@ -712,6 +726,7 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// measures: a paced phase, its flips spread evenly over the window
 				time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(len(pods)))))
 				if e := flip(i); e != nil {
 					mu.Lock()
@@ -727,10 +742,11 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 	if err != nil {
 		r.b.Fatalf("%s: writing liveness states: %v", name, err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
 	res := scaleResult{name: name, n: len(pods)}
-	for {
+	// Until every pod has its request, or 3 minutes; those without count as missed.
+	_ = poll.Until(ctx, 3*time.Minute, name+": a request for every pod", func(context.Context) (bool, string, error) {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		res.lat, res.missed = res.lat[:0], 0
 		res.write, res.delivery = res.write[:0], res.delivery[:0]
 		for i := range pods {
@@ -746,12 +762,8 @@ func (r *scaleRig) phase(ctx context.Context, name string, n int, spread time.Du
 				res.missed++
 			}
 		}
-		r.mu.Unlock()
-		if res.missed == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return res.missed == 0, "", nil
+	})
 	r.settle(ctx, 2*time.Minute)
 	res.window = time.Since(start)
 	res.cpu, res.api = scalebench.CPU()-cpu0, scalebench.ChildCPU()-api0
@@ -793,18 +805,17 @@ func (r *scaleRig) setConfig(ctx context.Context, doc string) {
 // settle waits until the decider's queue is empty, no reconcile runs and none started for a
 // second.
 func (r *scaleRig) settle(ctx context.Context, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
 	last, since := -1.0, time.Now()
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	err := poll.Until(ctx, timeout, "the decider to settle", func(context.Context) (bool, string, error) {
 		depth, active, total, _ := scaleQueue()
 		if depth != 0 || active != 0 || total != last {
 			last, since = total, time.Now()
-		} else if time.Since(since) >= time.Second {
-			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		return time.Since(since) >= time.Second, fmt.Sprintf("queue %.0f, running %.0f", depth, active), nil
+	})
+	if err != nil {
+		r.b.Log(err)
 	}
-	r.b.Logf("the decider did not settle within %s", timeout)
 }
 
 // scaleQueue reads the decider's controller metrics: queue depth, running reconciles, reconciles

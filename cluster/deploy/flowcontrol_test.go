@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // TestFlowSchemaMatchesNodeServices installs the manifests on a real API server (priority and
@@ -79,17 +82,12 @@ func TestFlowSchemaMatchesNodeServices(t *testing.T) {
 		_ = resp.Body.Close()
 		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID"), nil
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err = poll.Until(context.Background(), 30*time.Second, "requests classified by probeshim-nodes "+string(fs.UID), func(context.Context) (bool, string, error) {
 		got, _, err := classify(cases[0].who, cases[0].path)
-		if err == nil && got == string(fs.UID) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s, a request as %s is still classified by FlowSchema UID %q (%v), not probeshim-nodes %s",
-				cases[0].who.user, got, err, fs.UID)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err == nil && got == string(fs.UID), fmt.Sprintf("a request as %s classified by FlowSchema UID %q (%v)", cases[0].who.user, got, err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range cases {
 		gotFS, gotPL, err := classify(tc.who, tc.path)

@@ -43,6 +43,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 const (
@@ -219,22 +220,18 @@ func loadManifests(scheme *runtime.Scheme, files ...string) ([]client.Object, er
 }
 
 func waitTLS(addr string, errc <-chan error) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	return poll.Until(context.Background(), 20*time.Second, "the webhook server", func(context.Context) (bool, string, error) {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only "is it up"
 		if err == nil {
-			return conn.Close()
+			return true, "", conn.Close()
 		}
 		select {
 		case err := <-errc:
-			return fmt.Errorf("webhook server stopped: %w", err)
+			return false, "", fmt.Errorf("webhook server stopped: %w", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("webhook server not up: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, err.Error(), nil
+	})
 }
 
 // callCounter counts the admission requests per path, to show which requests the webhook

@@ -90,13 +90,17 @@ func TestKruiseHandover(t *testing.T) {
 
 	// Held: the node service still probes, but the result no longer reaches the pod.
 	s.exec(t, ns, pod.Name, "main", "rm", "/tmp/idle")
-	time.Sleep(15 * time.Second) // a bounded look for something that must not happen (unheld: ~2 s)
-	p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	// A bounded look for something that must not happen (unheld: ~2 s).
+	err = framework.Never(ctx, 15*time.Second, "the held pod to change", func(ctx context.Context) (bool, string, error) {
+		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		ok, why := idleMarks(corev1.ConditionTrue, "no players")(p)
+		return !ok, why, nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if ok, why := idleMarks(corev1.ConditionTrue, "no players")(p); !ok {
-		t.Fatalf("held, but the pod changed: %s", why)
 	}
 
 	// Kruise's admin turns its gates off (its chart then drops kruise-daemon); the handover.

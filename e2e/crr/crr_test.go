@@ -391,10 +391,15 @@ func (s *suite) preStop(t *testing.T) {
 	if st := states(done)["b"]; st.Phase != v1alpha1.ContainerRecreateRequestFailed || st.IsKilled {
 		t.Errorf("b: %+v", st)
 	}
-	// Past the end of the hook the request's preStop would have had: b was never stopped.
-	time.Sleep(time.Until(deadline.CreationTimestamp.Add(12 * time.Second)))
-	if b := status(s.pod(t, pod), "b"); b.ContainerID != b2.ContainerID || b.RestartCount != b2.RestartCount {
-		t.Errorf("b was stopped after the request completed: %s restartCount %d, was %s %d", b.ContainerID, b.RestartCount, b2.ContainerID, b2.RestartCount)
+	// Until past the end of the hook the request's preStop would have had: b is never stopped.
+	err := framework.Never(framework.Context(t, time.Minute), time.Until(deadline.CreationTimestamp.Add(12*time.Second)),
+		"b stopped after the request completed", func(context.Context) (bool, string, error) {
+			b := status(s.pod(t, pod), "b")
+			return b.ContainerID != b2.ContainerID || b.RestartCount != b2.RestartCount,
+				fmt.Sprintf("%s restartCount %d, was %s %d", b.ContainerID, b.RestartCount, b2.ContainerID, b2.RestartCount), nil
+		})
+	if err != nil {
+		t.Error(err)
 	}
 }
 
@@ -516,9 +521,13 @@ func (s *suite) force(t *testing.T) {
 	if m := states(done)["a"].Message; !strings.Contains(m, "restarted on its own") {
 		t.Errorf("message %q", m)
 	}
-	time.Sleep(2 * time.Second)
-	if n := status(s.pod(t, plain), "a").RestartCount; n != 1 {
-		t.Errorf("without forceRecreate: restartCount %d, want 1 (no second restart)", n)
+	err := framework.Never(framework.Context(t, time.Minute), 2*time.Second, "a second restart without forceRecreate",
+		func(context.Context) (bool, string, error) {
+			n := status(s.pod(t, plain), "a").RestartCount
+			return n != 1, fmt.Sprintf("restartCount %d, want 1", n), nil
+		})
+	if err != nil {
+		t.Error(err)
 	}
 
 	forced := s.runPod(t, ns, "forced", 1, nil, trap("a"), trap("b"))
@@ -571,13 +580,22 @@ func (s *suite) serviceKilled(t *testing.T) {
 		st := states(c)
 		return st["b"].IsKilled && st["a"].Phase == v1alpha1.ContainerRecreateRequestRecreating && !st["a"].IsKilled
 	})
-	s.svc.Kill()
+	s.svc.Kill() // returns once the process is gone
+	// measures: the request goes on without the service for a second (b's stop runs on in the kubelet)
 	time.Sleep(time.Second)
 	s.svc.Start(t)
 	expectStates(t, s.waitCompleted(t, crr, 90*time.Second), "a=Succeeded(killed) b=Succeeded(killed)")
-	time.Sleep(2 * time.Second)
-	after := s.pod(t, pod)
-	if a, b := status(after, "a"), status(after, "b"); a.RestartCount != 1 || b.RestartCount != 1 {
-		t.Errorf("restart counts a %d b %d, want exactly 1 each", a.RestartCount, b.RestartCount)
+	// Both restarts reach the pod's status; then, for 2 s, no second one.
+	counts := func(p *corev1.Pod) (int32, int32) { return status(p, "a").RestartCount, status(p, "b").RestartCount }
+	if _, err := s.c.WaitForPod(framework.Context(t, time.Minute), ns, pod.Name, 30*time.Second, "a and b restarted",
+		func(p *corev1.Pod) bool { a, b := counts(p); return a >= 1 && b >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	err := framework.Never(framework.Context(t, time.Minute), 2*time.Second, "a second restart", func(context.Context) (bool, string, error) {
+		a, b := counts(s.pod(t, pod))
+		return a != 1 || b != 1, fmt.Sprintf("restart counts a %d b %d, want exactly 1 each", a, b), nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }

@@ -3,6 +3,8 @@
 package crr
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +50,13 @@ func (s *suite) withoutAdmission(t *testing.T) {
 		t.Errorf("message %q names the other tenant's namespace", done.Status.Message)
 	}
 	// Give a kill that would have started every chance to show.
-	time.Sleep(3 * time.Second)
-	if m := status(s.pod(t, victim), "main"); m.ContainerID != before.ContainerID || m.RestartCount != 0 {
-		t.Errorf("the other namespace's container was restarted: %s restartCount %d, was %s", m.ContainerID, m.RestartCount, before.ContainerID)
+	err := framework.Never(ctx, 3*time.Second, "the other namespace's container restarted", func(context.Context) (bool, string, error) {
+		m := status(s.pod(t, victim), "main")
+		return m.ContainerID != before.ContainerID || m.RestartCount != 0,
+			fmt.Sprintf("%s restartCount %d, was %s", m.ContainerID, m.RestartCount, before.ContainerID), nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 	if out, _, err := s.c.Exec(ctx, tenantB, victim.Name, "main", "cat", "/tmp/pwned"); err == nil {
 		t.Errorf("the request's preStop ran in the other namespace's container: /tmp/pwned = %q", out)

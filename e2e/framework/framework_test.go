@@ -31,6 +31,26 @@ func TestWaitForTimeoutNamesWhatAndLastSeen(t *testing.T) {
 	}
 }
 
+func TestNever(t *testing.T) {
+	if err := Never(context.Background(), 150*time.Millisecond, "a change", func(context.Context) (bool, string, error) {
+		return false, "same", nil
+	}); err != nil {
+		t.Fatalf("nothing happened, but Never = %v", err)
+	}
+	n := 0
+	err := Never(context.Background(), time.Minute, "a change", func(context.Context) (bool, string, error) {
+		n++
+		return n == 2, "changed", nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "a change within 1m0s: changed") {
+		t.Fatalf("Never = %v, want what happened at once", err)
+	}
+	boom := errors.New("boom")
+	if err := Never(context.Background(), time.Minute, "x", func(context.Context) (bool, string, error) { return false, "", boom }); !errors.Is(err, boom) {
+		t.Fatalf("a condition's error must end the look: %v", err)
+	}
+}
+
 func TestNetNSFromInfo(t *testing.T) {
 	info := `{"pid":1,"runtimeSpec":{"linux":{"namespaces":[{"type":"pid"},{"type":"network","path":"/x/netns/cni-1"}]}}}`
 	if got := netnsFromInfo(info); got != "/x/netns/cni-1" {

@@ -31,6 +31,27 @@ func WaitFor(ctx context.Context, timeout time.Duration, what string, cond Condi
 	return poll.Until(ctx, timeout, what, cond)
 }
 
+// Never watches for d for what must not happen: cond holding is an error naming what was seen.
+// It returns nil after d (or ctx's error when ctx ends first), and an error of cond at once.
+func Never(ctx context.Context, d time.Duration, what string, cond Condition) error {
+	var happened bool
+	var seen string
+	var condErr error
+	// cond gets ctx, not the look's own: a call the end of the look overtakes is not cut short.
+	_ = poll.Until(ctx, d, what, func(context.Context) (bool, string, error) {
+		done, obs, err := cond(ctx)
+		happened, seen, condErr = done, obs, err
+		return done, obs, err
+	})
+	switch {
+	case condErr != nil:
+		return fmt.Errorf("watching for %s: %w", what, condErr)
+	case happened:
+		return fmt.Errorf("%s within %s: %s", what, d, seen)
+	}
+	return ctx.Err()
+}
+
 // WaitForPod waits until cond holds for the pod and returns the pod as last
 // seen. A pod that does not exist (yet) is polled for like any other state.
 func (c *Cluster) WaitForPod(ctx context.Context, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) (*corev1.Pod, error) {

@@ -144,7 +144,8 @@ func BenchmarkScale100(b *testing.B) {
 	churn := measure(b, c, svc, "churn", window)
 	// Steady: stop the flipping by deleting those pods' probes.
 	s.writeEntries(b, entries[flipping:])
-	time.Sleep(3 * time.Second) // let the last flip and the removal be written
+	// The removal written (and with it the last flip, or the flip dropped as raced with it).
+	waitStatusOf(b, s, entries[flipping:])
 	steady := measure(b, c, svc, "steady", window)
 	b.Logf("\n%d pods x 3 probes at 1 s through probeshim, %s windows:\n"+
 		"steady: probeshim CPU %.1f%% of a core, RSS %.1f MB (anon %.1f, file %.1f), status writes %.1f/min, log %.0f B/min (info level; target <= 10 KB/min)\n"+
@@ -254,6 +255,34 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 	}
 }
 
+// waitStatusOf waits until the NodePodProbe's status holds the pods of entries, all Succeeded,
+// and no other pod.
+func waitStatusOf(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
+	b.Helper()
+	want := map[string]bool{}
+	for _, e := range entries {
+		want[e.UID] = true
+	}
+	waitAllSucceeded(b, s, entries)
+	err := framework.WaitFor(framework.Context(b, 3*time.Minute), 2*time.Minute, "the status of the remaining pods only",
+		func(ctx context.Context) (bool, string, error) {
+			npp := s.npp()
+			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+				return false, err.Error(), nil
+			}
+			others := 0
+			for _, ps := range npp.Status.PodProbeStatuses {
+				if !want[ps.UID] {
+					others++
+				}
+			}
+			return others == 0, fmt.Sprintf("%d pods' status still there", others), nil
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
 type sample struct {
 	machine, kubelet, shim float64 // % of one core
 	containerd             float64 // % of one core: the daemon, where CRI's ExecSync does the work the service does itself
@@ -278,7 +307,7 @@ func measure(b *testing.B, c *framework.Cluster, svc *framework.NodeService, lab
 	w0, l0 := writes(b, svc), logSize(svc)
 	m0, k0, s0, c0 := machineTicks(b), procTicks(kubelet), procTicks(shim), procTicks(ctrd)
 	start := time.Now()
-	time.Sleep(d)
+	time.Sleep(d) // measures: CPU, writes and log over the window
 	el := time.Since(start).Seconds()
 	m1, k1, s1, c1 := machineTicks(b), procTicks(kubelet), procTicks(shim), procTicks(ctrd)
 	l1 := logSize(svc)

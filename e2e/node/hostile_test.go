@@ -57,7 +57,7 @@ func TestHostileTargets(t *testing.T) {
 
 	quiet := s.reaction(t)
 	pid := s.svc.Pid()
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measures: the baseline RSS, after 3 s at rest
 	before := rssMB(pid, "VmRSS:")
 
 	var probes []v1alpha1.ContainerProbe
@@ -95,9 +95,9 @@ func TestHostileTargets(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(20 * time.Second) // the hostile probes' first rounds
+	time.Sleep(20 * time.Second) // measures: the peak RSS through the hostile probes' first rounds
 	under := s.reaction(t)
-	time.Sleep(10 * time.Second)
+	time.Sleep(10 * time.Second) // measures: the peak RSS, 10 s more of the hostile probes
 	stop()
 	sampler.Wait()
 	after := rssMB(pid, "VmRSS:")

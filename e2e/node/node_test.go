@@ -26,6 +26,7 @@ import (
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }
@@ -160,16 +161,19 @@ func TestNodeService(t *testing.T) {
 		if _, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeSucceeded, "exec-ok", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(3 * time.Second) // three more periods of a steady result
-		evs, err := c.Events(framework.Context(t, time.Minute), ns, pod.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			if e.Reason == ev.Reason && strings.Contains(e.Message, "exec-fail") && e.Count > 1 {
-				t.Errorf("event %s for a steady result recorded %d times, want once", e.Reason, e.Count)
+		// Three more periods of a steady result: no repeat.
+		poll.Consistently(t, 3*time.Second, func() error {
+			evs, err := c.Events(framework.Context(t, time.Minute), ns, pod.Name)
+			if err != nil {
+				return err
 			}
-		}
+			for _, e := range evs {
+				if e.Reason == ev.Reason && strings.Contains(e.Message, "exec-fail") && e.Count > 1 {
+					return fmt.Errorf("event %s for a steady result recorded %d times, want once", e.Reason, e.Count)
+				}
+			}
+			return nil
+		})
 	})
 
 	t.Run("timed-out exec leaves no process", func(t *testing.T) {
@@ -236,8 +240,27 @@ func TestNodeService(t *testing.T) {
 		if err := c.Rig.StopComponent("kube-apiserver"); err != nil {
 			t.Fatal(err)
 		}
+		down := time.Now()
 		s.toggle(t, false) // through containerd: the API server is down
-		time.Sleep(15 * time.Second)
+		// The service has the new result while it cannot write it (its status socket says)...
+		err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "the status socket to show exec-toggle Failed",
+			func(ctx context.Context) (bool, string, error) {
+				st, err := s.svc.Status(ctx)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				for _, p := range st.Probes {
+					if p.Probe == "exec-toggle" && p.Pod == pod.Name {
+						return p.Result == string(v1alpha1.ProbeFailed), "exec-toggle " + p.Result, nil
+					}
+				}
+				return false, "no exec-toggle", nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// measures: ...and keeps it through an outage of 15 s, its writes backing off meanwhile
+		time.Sleep(time.Until(down.Add(15 * time.Second)))
 		if err := c.Rig.StartComponent(framework.Context(t, 2*time.Minute), "kube-apiserver"); err != nil {
 			t.Fatal(err)
 		}
@@ -321,14 +344,16 @@ func TestNodeService(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Refused for good: three periods later still Unknown, never a result of a dial.
-			time.Sleep(3 * time.Second)
-			st := s.states(t)
-			for _, name := range []string{"node-api-server", "loopback-by-default"} {
-				if st[name].State != v1alpha1.ProbeUnknown {
-					t.Errorf("IP %q: %s is %s (%q), want Unknown", tc.ip, name, st[name].State, st[name].Message)
+			// Refused for good: for three periods still Unknown, never a result of a dial.
+			poll.Consistently(t, 3*time.Second, func() error {
+				st := s.states(t)
+				for _, name := range []string{"node-api-server", "loopback-by-default"} {
+					if st[name].State != v1alpha1.ProbeUnknown {
+						return fmt.Errorf("IP %q: %s is %s (%q), want Unknown", tc.ip, name, st[name].State, st[name].Message)
+					}
 				}
-			}
+				return nil
+			})
 		}
 	})
 

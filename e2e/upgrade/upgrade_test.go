@@ -435,6 +435,8 @@ func (x *watcher) start(ctx context.Context) {
 	wg.Add(2)
 	go func() { // the pod's condition and the NodePodProbe status
 		defer wg.Done()
+		tick := time.NewTicker(pollEvery) // the pace of the look, all through the upgrade
+		defer tick.Stop()
 		for ctx.Err() == nil {
 			if got, err := x.w.condition(ctx); err == nil && got != corev1.ConditionTrue {
 				violate("condition %s of %s is %q", conditionIdle, x.w.marked.Name, got)
@@ -454,11 +456,16 @@ func (x *watcher) start(ctx context.Context) {
 			mu.Lock()
 			rep.statePolls++
 			mu.Unlock()
-			sleep(ctx, pollEvery)
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 	}()
 	go func() { // admission: both webhooks answering
 		defer wg.Done()
+		tick := time.NewTicker(pollEvery)
+		defer tick.Stop()
 		var downSince time.Time
 		for ctx.Err() == nil {
 			err := admits(ctx, x.c)
@@ -477,7 +484,10 @@ func (x *watcher) start(ctx context.Context) {
 				downSince = time.Time{}
 			}
 			mu.Unlock()
-			sleep(ctx, pollEvery)
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
 		}
 		if !downSince.IsZero() { // down until the end
 			mu.Lock()
@@ -531,13 +541,6 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
 
 // probeNameMax is the maxLength of spec.probes[].name in the PodProbeMarker CRD's served version.

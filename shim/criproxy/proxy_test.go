@@ -31,6 +31,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // fakeRuntime is containerd as far as the proxy can tell: CRI's generated
@@ -453,13 +455,12 @@ func TestObserverAndLog(t *testing.T) {
 		}
 	}
 	want := []string{"started sandbox-1", "created ctr-1", "started ctr-1", "stopped ctr-1", "removed ctr-1"}
-	deadline := time.Now().Add(5 * time.Second)
-	for fmt.Sprint(e.obs.list()) != fmt.Sprint(want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("observed %v, want %v", e.obs.list(), want)
+	poll.Eventually(t, 5*time.Second, func() error {
+		if got := e.obs.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("observed %v, want %v", got, want)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 
 	stop := findLog(e.logs, "StopContainer")
 	if stop == nil || stop.Level != logrus.InfoLevel {
@@ -581,13 +582,12 @@ func TestCutOffClientLeavesNothing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the runtime's stream was not cut off")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for proxyGoroutines() > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d proxy goroutines left after the client went away", proxyGoroutines())
+	poll.Eventually(t, 5*time.Second, func() error {
+		if n := proxyGoroutines(); n > 0 {
+			return fmt.Errorf("%d proxy goroutines left after the client went away", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestShutdownEndsEventStreams(t *testing.T) {
@@ -630,17 +630,12 @@ func TestUpstreamDown(t *testing.T) {
 
 	// containerd comes up: the next calls go through, without a restart.
 	startFake(t, e.upstream)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := rs.Version(ctx(t), &criapi.VersionRequest{})
-		if err == nil {
-			break
+	poll.Eventually(t, 10*time.Second, func() error {
+		if _, err := rs.Version(ctx(t), &criapi.VersionRequest{}); err != nil {
+			return fmt.Errorf("still failing after containerd came up: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after containerd came up: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestListen(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 
@@ -173,18 +174,18 @@ func TestRunWritesObjectEvents(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-2", UID: "uid-3"}}
 	r.Event(p, corev1.EventTypeNormal, "Killing", "stopping container app")
 	r.Event(&corev1.Pod{}, corev1.EventTypeNormal, "Killing", "no kind: not recorded")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := events(t, c)
-		if len(got) == 1 {
-			if ref := got[0].InvolvedObject; ref.Kind != "Pod" || ref.Name != "web-2" || ref.UID != "uid-3" {
-				t.Errorf("involved object %+v", ref)
-			}
-			return
+	var got []corev1.Event
+	err := poll.Until(context.Background(), 10*time.Second, "the event of web-2", func(context.Context) (bool, string, error) {
+		got = events(t, c)
+		if len(got) > 1 {
+			return false, "", fmt.Errorf("events %+v, want the one of web-2", got)
 		}
-		if len(got) > 1 || time.Now().After(deadline) {
-			t.Fatalf("events %+v, want the one of web-2", got)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(got) == 1, fmt.Sprintf("%d events", len(got)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := got[0].InvolvedObject; ref.Kind != "Pod" || ref.Name != "web-2" || ref.UID != "uid-3" {
+		t.Errorf("involved object %+v", ref)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 
@@ -255,11 +256,10 @@ func TestAPIRefusals(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := poll.Until(context.Background(), 5*time.Second, what, func(context.Context) (bool, string, error) {
+		return cond(), "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

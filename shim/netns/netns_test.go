@@ -317,9 +317,14 @@ func TestThreadsReturnToOwnNamespace(t *testing.T) {
 	}
 	wg.Wait()
 
+	// 256 goroutines hold their threads until all have looked, so each looks from its own
+	// thread and every one the runtime has is among them.
 	var bad atomic.Int32
+	var looked sync.WaitGroup
+	release := make(chan struct{})
 	for range 256 {
 		wg.Add(1)
+		looked.Add(1)
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
@@ -327,9 +332,12 @@ func TestThreadsReturnToOwnNamespace(t *testing.T) {
 			if cur, _ := os.Readlink("/proc/thread-self/ns/net"); cur != own {
 				bad.Add(1)
 			}
-			time.Sleep(time.Millisecond)
+			looked.Done()
+			<-release
 		}()
 	}
+	looked.Wait()
+	close(release)
 	wg.Wait()
 	if n := bad.Load(); n > 0 {
 		t.Fatalf("%d threads were left in another network namespace", n)

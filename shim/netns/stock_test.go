@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // nsIno is the inode of the namespace file at path, which identifies the
@@ -217,17 +219,12 @@ func TestThreadThatCannotLeaveIsDiscarded(t *testing.T) {
 
 	// The thread exits when its goroutine ends; until then it is locked and
 	// unusable by anything else.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		in := threadsIn(t, podIno)
-		if len(in) == 0 {
-			break
+	poll.Eventually(t, 10*time.Second, func() error {
+		if in := threadsIn(t, podIno); len(in) != 0 {
+			return fmt.Errorf("threads %v are still in the pod's namespace", in)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("threads %v are still in the pod's namespace", in)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// The Dialer works again once leaving does.
 	c, err := d.DialContext(context.Background(), "udp4", "127.0.0.1:9")

@@ -266,9 +266,15 @@ func startExecutor(t *testing.T, n *fakeNode) *running {
 	r := &running{e: e, cancel: cancel, done: make(chan error, 1), events: events}
 	// The tracker calls ContainerChanged from its own goroutine, before Run too.
 	go func() {
-		for ctx.Err() == nil {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
 			e.ContainerChanged(string(n.pod.UID), "a")
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 	}()
 	go func() { r.done <- e.Run(ctx) }()
@@ -314,6 +320,33 @@ func waitSummary(t *testing.T, c client.Client, crr *v1alpha1.ContainerRecreateR
 		return nil
 	})
 	return cur
+}
+
+// holdSummary checks for d that the request's summary stays want and nothing is stopped.
+func holdSummary(t *testing.T, c client.Client, n *fakeNode, crr *v1alpha1.ContainerRecreateRequest, want string, d time.Duration) {
+	t.Helper()
+	testpoll.Consistently(t, d, func() error {
+		cur := &v1alpha1.ContainerRecreateRequest{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(crr), cur); err != nil {
+			return err
+		}
+		if got := summary(cur); got != want {
+			return fmt.Errorf("summary %q, want %q (message %q)", got, want, cur.Status.Message)
+		}
+		return noStops(n)()
+	})
+}
+
+// noStops fails when a container was stopped or an exec run.
+func noStops(n *fakeNode) func() error {
+	return func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if len(n.stops) != 0 || len(n.execs) != 0 {
+			return fmt.Errorf("stops %v, execs %v; want none", n.stops, n.execs)
+		}
+		return nil
+	}
 }
 
 func TestExecutorRecreates(t *testing.T) {
@@ -403,10 +436,12 @@ func TestExecutorNoKillAfterCompletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
-	if s := n.stopped(); len(s) != 0 {
-		t.Errorf("stopped %v after the request completed", s)
-	}
+	testpoll.Consistently(t, 2*time.Second, func() error {
+		if s := n.stopped(); len(s) != 0 {
+			return fmt.Errorf("stopped %v after the request completed", s)
+		}
+		return nil
+	})
 	waitSummary(t, c, crr, "Completed done=true a=Failed b=Failed", time.Second)
 }
 
@@ -451,10 +486,12 @@ func TestExecutorUnreadyGrace(t *testing.T) {
 		r.Spec.Containers = r.Spec.Containers[1:]
 	})
 	waitSummary(t, c, crr, "Recreating done=false b=Pending", 5*time.Second)
-	time.Sleep(time.Second)
-	if s := n.stopped(); len(s) != 0 {
-		t.Fatalf("stopped %v before the pod was made not ready", s)
-	}
+	testpoll.Consistently(t, time.Second, func() error {
+		if s := n.stopped(); len(s) != 0 {
+			return fmt.Errorf("stopped %v before the pod was made not ready", s)
+		}
+		return nil
+	})
 	at := time.Now()
 	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationCRRUnreadyAcquired, at.UTC().Format(time.RFC3339Nano))
 	if err := c.Patch(context.Background(), crr.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
@@ -471,8 +508,7 @@ func TestExecutorOnlyOwnNode(t *testing.T) {
 	n, c := setup(t, nil)
 	startExecutor(t, n)
 	crr := request(t, c, n, "elsewhere", func(r *v1alpha1.ContainerRecreateRequest) { r.Labels[v1alpha1.LabelCRRNodeName] = "node-b" })
-	time.Sleep(1500 * time.Millisecond)
-	waitSummary(t, c, crr, " done=false ", time.Second)
+	holdSummary(t, c, n, crr, " done=false ", 1500*time.Millisecond)
 }
 
 // A request the cluster part handed to OpenKruise is kruise-daemon's: not touched while labelled;
@@ -483,11 +519,7 @@ func TestExecutorLeavesKruisesRequests(t *testing.T) {
 	crr := request(t, c, n, "kruises", func(r *v1alpha1.ContainerRecreateRequest) {
 		r.Labels[v1alpha1.LabelCRRExecutor] = v1alpha1.CRRExecutorKruise
 	})
-	time.Sleep(1500 * time.Millisecond) // nothing to poll for: the executor must do nothing
-	waitSummary(t, c, crr, " done=false ", time.Second)
-	if s := n.stopped(); len(s) != 0 {
-		t.Fatalf("stopped %v while the request was Kruise's", s)
-	}
+	holdSummary(t, c, n, crr, " done=false ", 1500*time.Millisecond) // the executor must do nothing
 	cur := &v1alpha1.ContainerRecreateRequest{}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(crr), cur); err != nil {
 		t.Fatal(err)
@@ -514,10 +546,7 @@ func TestExecutorRefusesAnotherNamespacesPod(t *testing.T) {
 	if got.Status.Message != want {
 		t.Errorf("message %q, want %q", got.Status.Message, want)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if s := n.stopped(); len(s) != 0 || len(n.execs) != 0 {
-		t.Errorf("stops %v, execs %v; want none", s, n.execs)
-	}
+	testpoll.Consistently(t, 500*time.Millisecond, noStops(n))
 }
 
 // preStop hooks written into the request (not by admission) never run: the pod's own hook of

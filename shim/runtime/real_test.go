@@ -101,24 +101,20 @@ func assertNoStrays(t *testing.T, r *rig, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	err = poll.Until(ctx, 3*time.Second, "only the container's own process left", func(ctx context.Context) (bool, string, error) {
 		pids, err := task.Pids(ctx)
 		if err != nil {
-			t.Fatal(err)
+			return false, "", err
 		}
-		if len(pids) == 1 {
-			break
+		var ps []string
+		for _, p := range pids {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid))
+			ps = append(ps, strings.ReplaceAll(string(b), "\x00", " "))
 		}
-		if time.Now().After(deadline) {
-			var ps []string
-			for _, p := range pids {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Pid))
-				ps = append(ps, strings.ReplaceAll(string(b), "\x00", " "))
-			}
-			t.Fatalf("processes left in the container: %q", ps)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(pids) == 1, fmt.Sprintf("processes in the container: %q", ps), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -169,14 +165,16 @@ func TestRealSandboxAndNetns(t *testing.T) {
 	}
 	defer d.Close()
 	var conn net.Conn
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if conn, err = d.DialContext(ctx, "tcp", "127.0.0.1:8080"); err == nil || time.Now().After(deadline) {
-			break
+	err = poll.Until(ctx, 5*time.Second, "httpd inside the pod to accept", func(ctx context.Context) (bool, string, error) {
+		c, err := d.DialContext(ctx, "tcp", "127.0.0.1:8080")
+		if err != nil {
+			return false, err.Error(), nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		conn = c
+		return true, "", nil
+	})
 	if err != nil {
-		t.Fatalf("dial httpd inside the pod: %v", err)
+		t.Fatal(err)
 	}
 	_, _ = conn.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
 	buf := make([]byte, 12)

@@ -406,12 +406,12 @@ func startTree(t *testing.T) (*exec.Cmd, []int) {
 		return len(ds) == 2
 	}
 	var ds []int
-	for deadline := time.Now().Add(3 * time.Second); !sleeping(ds) && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	err := poll.Until(context.Background(), 3*time.Second, "sh's two children to exec sleep", func(context.Context) (bool, string, error) {
 		ds = pids(descendants(cmd.Process.Pid))
-	}
-	if !sleeping(ds) {
-		t.Fatalf("descendants of sh = %v, want its two sleeps", ds)
+		return sleeping(ds), fmt.Sprintf("descendants %v", ds), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return cmd, ds
 }
@@ -749,10 +749,17 @@ func TestTrackerRunWithoutEvents(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { tr.Run(ctx); close(done) }()
-	time.Sleep(500 * time.Millisecond)
-	if err := tr.Healthy(); err == nil {
-		t.Fatal("healthy without an event stream")
-	}
+	// Until a session has failed, Healthy says the tracker has not started.
+	notStarted := tr.Healthy()
+	poll.Eventually(t, 5*time.Second, func() error {
+		switch err := tr.Healthy(); {
+		case err == nil:
+			return errors.New("healthy without an event stream")
+		case err.Error() == notStarted.Error():
+			return fmt.Errorf("Healthy() = %w, want why there are no events", err)
+		}
+		return nil
+	})
 	select {
 	case <-tr.Synced():
 		t.Fatal("synced without an event stream")

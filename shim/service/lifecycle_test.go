@@ -103,10 +103,11 @@ func TestLifecycleStartFailure(t *testing.T) {
 // A loop runs until its own Stop, not until the caller's context ends, so
 // that stopping follows the lifecycle's order; Stop waits for it.
 func TestLoop(t *testing.T) {
-	ended := make(chan struct{})
+	stopped, windDown, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	l := newLoop("x", quietLog(), func(ctx context.Context) error {
 		<-ctx.Done()
-		time.Sleep(20 * time.Millisecond) // winding down
+		close(stopped)
+		<-windDown // the test says when winding down is over
 		close(ended)
 		return ctx.Err()
 	})
@@ -116,10 +117,18 @@ func TestLoop(t *testing.T) {
 	}
 	cancel()
 	select {
-	case <-ended:
+	case <-stopped:
 		t.Fatal("the loop ended with its caller's context")
 	case <-time.After(50 * time.Millisecond):
 	}
+	// While the loop winds down, Stop waits for it, here until its own context ends.
+	sctx, scancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer scancel()
+	if err := l.Stop(sctx); err == nil {
+		t.Fatal("Stop returned before the loop ended")
+	}
+	<-stopped
+	close(windDown)
 	if err := l.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +142,7 @@ func TestLoop(t *testing.T) {
 	if err := stuck.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	sctx, scancel = context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer scancel()
 	if err := stuck.Stop(sctx); err == nil {
 		t.Fatal("Stop of a loop that does not end must report it")

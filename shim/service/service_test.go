@@ -23,6 +23,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/client-go/rest"
 
+	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/kube"
@@ -335,12 +336,11 @@ func (f *fixture) has(line string) bool { return slices.Contains(f.j.get(), line
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	err := poll.Until(context.Background(), 10*time.Second, what, func(context.Context) (bool, string, error) {
+		return cond(), "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

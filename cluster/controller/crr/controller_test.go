@@ -339,10 +339,12 @@ func TestUnreadyGrace(t *testing.T) {
 	// Idempotent: nothing more to write.
 	n := env.Writes.Len()
 	poke(t, plain)
-	time.Sleep(time.Second)
-	for _, w := range env.Writes.Since(n) {
-		t.Errorf("unexpected write %+v", w)
-	}
+	poll.Consistently(t, time.Second, func() error {
+		if ws := env.Writes.Since(n); len(ws) > 0 {
+			return fmt.Errorf("unexpected writes %+v", ws)
+		}
+		return nil
+	})
 
 	// Once the other user lets go too, the pod is ready again; and the condition is only ours
 	// to change while we hold it.

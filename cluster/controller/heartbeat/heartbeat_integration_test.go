@@ -473,9 +473,17 @@ func TestMissingLease(t *testing.T) {
 	nodePodProbe(t, withResults, pods, []string{"keeps#idle"}, v1alpha1.ProbeSucceeded)
 	waitNPPState(t, withResults, v1alpha1.NodeServiceNoLease)
 	waitGauge(t, withResults, 0)
-	// Past the grace, the record wiped so that the controller looks again: still NoLease, and the
-	// result stands.
-	time.Sleep(grace + time.Second)
+	// Through the grace and a second past it: still NoLease. Then the record wiped so that the
+	// controller looks again: still NoLease, and the result stands.
+	poll.Consistently(t, grace+time.Second, func() error {
+		if got, _ := nppState(t, withResults); got != v1alpha1.NodeServiceNoLease {
+			return fmt.Errorf("NodePodProbe %s: node service %q within the grace, want %q", withResults, got, v1alpha1.NodeServiceNoLease)
+		}
+		if got := silentGauge(t, withResults); got != 0 {
+			return fmt.Errorf("probeshim_node_service_silent{node=%q} = %v within the grace, want 0", withResults, got)
+		}
+		return nil
+	})
 	wipe := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationNodeService + `":null}}}`)
 	if err := env.Client.Patch(context.Background(), &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: withResults}},
 		client.RawPatch(types.MergePatchType, wipe)); err != nil {

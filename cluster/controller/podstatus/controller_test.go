@@ -192,11 +192,12 @@ func (f *fixture) podWrites(mark int) (meta, status int) {
 	return meta, status
 }
 
-// settle waits until the pod matches e and then a little longer, so that late writes are counted.
+// settle waits until the pod matches e, then checks it keeps matching a little longer, so that
+// late writes are counted.
 func (f *fixture) settle(e expect) {
 	f.t.Helper()
 	poll.Eventually(f.t, wait, f.is(e))
-	time.Sleep(300 * time.Millisecond)
+	poll.Consistently(f.t, 300*time.Millisecond, f.is(e))
 }
 
 func TestStatesBecomeConditionsLabelsAnnotations(t *testing.T) {
@@ -263,10 +264,12 @@ func TestStatesBecomeConditionsLabelsAnnotations(t *testing.T) {
 	if err := env.Client.Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
-	if meta, status := f.podWrites(mark); meta+status != 0 {
-		t.Errorf("%d metadata + %d status writes although nothing changed", meta, status)
-	}
+	poll.Consistently(t, time.Second, func() error {
+		if meta, status := f.podWrites(mark); meta+status != 0 {
+			return fmt.Errorf("%d metadata + %d status writes although nothing changed", meta, status)
+		}
+		return nil
+	})
 }
 
 func TestMarkerDeletedRemovesWhatItSet(t *testing.T) {

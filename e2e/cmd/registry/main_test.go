@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/poll"
 )
 
 // TestPushPull pushes a two-platform index as make image builds it and reads it back by tag and
@@ -53,14 +54,12 @@ func TestPushPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The listener comes up in the background: retry the first push for a while.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err = remote.WriteIndex(tag, idx, remote.WithContext(ctx))
-		if err == nil || time.Now().After(deadline) {
-			break
+	err = poll.Until(ctx, 20*time.Second, "the first push", func(ctx context.Context) (bool, string, error) {
+		if err := remote.WriteIndex(tag, idx, remote.WithContext(ctx)); err != nil {
+			return false, err.Error(), nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true, "", nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
