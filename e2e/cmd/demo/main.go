@@ -12,20 +12,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -40,6 +35,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/nodesvc"
 	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/server"
@@ -92,6 +88,7 @@ func main() {
 type demo struct {
 	r     *rig.Rig
 	c     *framework.Cluster
+	svc   *nodesvc.Service // the node service, detached: it outlives the demo
 	root  string
 	t0    time.Time
 	step  int
@@ -359,7 +356,7 @@ func (d *demo) printProbeEvents(ctx context.Context, pod string) {
 func (d *demo) printNodeStatus(ctx context.Context) {
 	var st *server.Status
 	err := framework.WaitFor(ctx, 30*time.Second, "the node service's lease renewed", func(ctx context.Context) (bool, string, error) {
-		s, err := server.FetchStatus(ctx, config.DefaultStatusSocket)
+		s, err := d.svc.Status(ctx)
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -425,7 +422,7 @@ Things to try in that shell:
 		{"kubectl get nodepodprobe " + r.NodeName() + " -o yaml", "the node's probes and their results"},
 		{"kubectl -n " + cluster.Namespace + " logs deployment/" + cluster.Deployment, "the cluster part's log"},
 	})
-	fmt.Printf("\nThe node service (not under systemd here; pid in %s):\n\n", pidFile(r.Dir()))
+	fmt.Printf("\nThe node service (not under systemd here; pid in %s):\n\n", nodesvc.PidFile(demoDir(r.Dir())))
 	printCommands([][2]string{
 		{"probeshim status", "what it probes, its lease; no flag: its status socket is the default, " + config.DefaultStatusSocket},
 		{"less " + nodeServiceLog(r.Dir()), "its log (a node installed from the package logs to journald)"},
@@ -468,186 +465,45 @@ func orNone(s string) string {
 
 // ---- the node service ----
 
-// demoDir holds the node service's binary, config, status socket and pid file; it is inside the
-// rig's folder, so the teardown removes it.
+// demoDir holds the node service's binary, config and pid file; it is inside the rig's folder,
+// so the teardown removes it.
 func demoDir(rigDir string) string        { return filepath.Join(rigDir, "demo") }
-func pidFile(rigDir string) string        { return filepath.Join(demoDir(rigDir), "probeshim.pid") }
 func nodeServiceLog(rigDir string) string { return filepath.Join(rigDir, "logs", "probeshim.log") }
 
-// startNodeService starts the node service inside the rig's netns, detached (its own session,
-// no parent death signal) so that it outlives this program, in the rig's daemon cgroup so that
-// any teardown of the rig stops it, and records its pid for `demo down`. It returns once the
-// service reports ready.
+// startNodeService builds the node service into the demo's folder and runs it on the rig's node
+// as the kubelet's identity, detached: it keeps running after the demo, until `demo down` (or
+// any teardown of the rig) stops it. Its status socket is the default one, so that `probeshim
+// status` needs no flag, as on a node of the package.
 func (d *demo) startNodeService(ctx context.Context) (int, error) {
 	r := d.r
-	dir := demoDir(r.Dir())
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
-	}
-	if err := os.MkdirAll(filepath.Dir(config.DefaultStatusSocket), 0o755); err != nil {
-		return 0, err
-	}
-	fmt.Println("   building it: go build ./shim/cmd/probeshim")
+	fmt.Println("   building it: go build " + nodesvc.Package)
 	t0 := time.Now()
-	built, err := framework.BuildBinary("./shim/cmd/probeshim")
+	bin, err := nodesvc.Build(ctx, d.root, demoDir(r.Dir()))
 	if err != nil {
 		return 0, err
 	}
 	fmt.Printf("   built in %s\n", time.Since(t0).Round(100*time.Millisecond))
-	bin := filepath.Join(dir, "probeshim")
-	err = copyFile(built, bin)
-	os.RemoveAll(filepath.Dir(built))
+	user, groups := framework.NodeServiceUser(r.NodeName())
+	kubeconfig, err := r.Kubeconfig(user, groups...)
 	if err != nil {
 		return 0, err
 	}
-	kubeconfig, err := r.Kubeconfig("system:node:"+r.NodeName(), "system:nodes")
-	if err != nil {
-		return 0, err
-	}
-	cfgFile := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte("# flags given on the command line (see `make demo`)\n"), 0o644); err != nil {
-		return 0, err
-	}
-	logFile, err := os.OpenFile(nodeServiceLog(r.Dir()), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer logFile.Close()
-	cmd := r.Command(context.Background(), bin,
-		"--config", cfgFile,
-		"--node-name", r.NodeName(),
-		"--kubeconfig", kubeconfig,
-		"--containerd-socket", r.ContainerdSocket(),
-		"--health-address", healthAddr,
-		"--metrics-address", healthAddr,
-		// The default socket, so that `probeshim status` needs no flag (as on a node of the package).
-		"--status-socket", config.DefaultStatusSocket,
-	)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logFile, logFile
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	pid := cmd.Process.Pid // nsenter execs the service: the same process
-	if err := joinRigCgroup(r, pid); err != nil {
-		_ = cmd.Process.Kill()
-		return 0, err
-	}
-	if err := os.WriteFile(pidFile(r.Dir()), fmt.Appendf(nil, "%d %d\n", pid, rig.ProcStartTime(pid)), 0o644); err != nil {
-		_ = cmd.Process.Kill()
-		return 0, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return rig.DialNetNS(ctx, r.NetNSPath(), network, addr)
-		},
-		DisableKeepAlives: true,
-	}}
-	err = framework.WaitFor(ctx, time.Minute, "node service ready (/readyz)", func(ctx context.Context) (bool, string, error) {
-		select {
-		case err := <-exited:
-			return false, "", fmt.Errorf("the node service exited (%w); see %s", err, nodeServiceLog(r.Dir()))
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+healthAddr+"/readyz", nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, strings.TrimSpace(string(body)), nil
+	d.svc, err = nodesvc.Launch(ctx, r, nodesvc.Options{
+		Bin:              bin,
+		Node:             r.NodeName(),
+		Kubeconfig:       kubeconfig,
+		ContainerdSocket: r.ContainerdSocket(),
+		Health:           healthAddr,
+		Dir:              demoDir(r.Dir()),
+		StatusSocket:     config.DefaultStatusSocket,
+		Log:              nodeServiceLog(r.Dir()),
+		Detach:           true,
+		Logf:             func(format string, args ...any) { fmt.Printf("   "+format+"\n", args...) },
 	})
 	if err != nil {
 		return 0, err
 	}
-	return pid, nil
-}
-
-// joinRigCgroup moves pid into the cgroup of the rig's own components (in every hierarchy), as
-// the rig does with what it starts: the rig's teardown, whoever runs it, then stops it too.
-// The cgroup is read from a component the rig recorded in its state file.
-func joinRigCgroup(r *rig.Rig, pid int) error {
-	state, err := os.ReadFile(rig.StateFile(rig.Config{Dir: r.Dir()}))
-	if err != nil {
-		return err
-	}
-	cpid := firstPID(state)
-	if cpid == 0 {
-		return errors.New("no component pid in the rig's state file")
-	}
-	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cpid))
-	if err != nil {
-		return err
-	}
-	var path string
-	for _, line := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
-		if f := strings.SplitN(line, ":", 3); len(f) == 3 && f[2] != "/" {
-			path = f[2] // e.g. /probeshim-rig/daemons, the same in every hierarchy
-			break
-		}
-	}
-	if path == "" {
-		return fmt.Errorf("rig component %d is in no cgroup of the rig", cpid)
-	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	joined := 0
-	for _, line := range strings.Split(string(mounts), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		fields, types := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(types) < 1 || (types[0] != "cgroup" && types[0] != "cgroup2") {
-			continue
-		}
-		procs := filepath.Join(fields[4], path, "cgroup.procs")
-		if _, err := os.Stat(procs); err != nil {
-			continue
-		}
-		if err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0o644); err != nil {
-			return fmt.Errorf("join %s: %w", procs, err)
-		}
-		joined++
-	}
-	if joined == 0 {
-		return fmt.Errorf("no cgroup %s found to join", path)
-	}
-	return nil
-}
-
-// firstPID returns the pid of the first component recorded in the rig's state file.
-func firstPID(state []byte) int {
-	var st struct {
-		Processes []struct {
-			PID int `json:"pid"`
-		} `json:"processes"`
-	}
-	if json.Unmarshal(state, &st) != nil || len(st.Processes) == 0 {
-		return 0
-	}
-	return st.Processes[0].PID
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return d.svc.Pid(), nil
 }
 
 // ---- down ----
@@ -663,7 +519,7 @@ func down(ctx context.Context) error {
 		return fmt.Errorf("the rig is in use by pid %s (a test run?): not tearing it down; try again when it is done", holder)
 	}
 	defer unlock()
-	if err := stopNodeService(rigDir); err != nil {
+	if err := nodesvc.StopDetached(demoDir(rigDir), func(format string, args ...any) { fmt.Printf("demo: "+format+"\n", args...) }); err != nil {
 		return err
 	}
 	// The demo's status socket, unless a service still answers on it.
@@ -680,41 +536,6 @@ func down(ctx context.Context) error {
 	}
 	fmt.Println("demo: the node service is stopped and the rig is gone")
 	return nil
-}
-
-// stopNodeService stops the node service `demo up` started: SIGTERM, and SIGKILL after 15 s.
-func stopNodeService(rigDir string) error {
-	b, err := os.ReadFile(pidFile(rigDir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var pid int
-	var start uint64
-	if _, err := fmt.Sscan(string(b), &pid, &start); err != nil || pid <= 1 {
-		return fmt.Errorf("pid file %s: %q", pidFile(rigDir), b)
-	}
-	if start == 0 || rig.ProcStartTime(pid) != start {
-		return nil // gone already (the pid may belong to another process now)
-	}
-	fmt.Printf("demo: stopping the node service (pid %d)\n", pid)
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(15 * time.Second)
-	for rig.ProcStartTime(pid) == start && !zombie(pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			deadline = time.Now().Add(5 * time.Second)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return nil
-}
-
-func zombie(pid int) bool {
-	st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	return bytes.Contains(st, []byte(") Z "))
 }
 
 // tryLock takes the rig's lock without waiting. It returns unlock == nil and the holder's pid
