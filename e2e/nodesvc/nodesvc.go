@@ -86,8 +86,11 @@ const configComment = "# flags given on the command line\n"
 
 // New prepares a service on r (its folder and config file) without starting it.
 func New(r *rig.Rig, o Options) (*Service, error) {
-	if o.Bin == "" || o.Node == "" || o.Kubeconfig == "" || o.ContainerdSocket == "" || o.Health == "" || o.Dir == "" {
-		return nil, fmt.Errorf("nodesvc: Bin, Node, Kubeconfig, ContainerdSocket, Health and Dir are needed (got %+v)", o)
+	for name, v := range map[string]string{"Bin": o.Bin, "Node": o.Node, "Kubeconfig": o.Kubeconfig,
+		"ContainerdSocket": o.ContainerdSocket, "Health": o.Health, "Dir": o.Dir} {
+		if v == "" {
+			return nil, fmt.Errorf("nodesvc: no %s in the options", name)
+		}
 	}
 	if o.StatusSocket == "" {
 		o.StatusSocket = filepath.Join(o.Dir, "probeshim.sock")
@@ -134,9 +137,6 @@ func (s *Service) StatusSocket() string { return s.o.StatusSocket }
 
 // LogPath is the file the service logs to.
 func (s *Service) LogPath() string { return s.o.Log }
-
-// Health is the service's health and metrics address inside the rig's netns.
-func (s *Service) Health() string { return s.o.Health }
 
 // Logs returns what the service logged so far.
 func (s *Service) Logs() string {
