@@ -99,7 +99,7 @@ func Main(m *testing.M, opts ...Option) {
 
 func run(m *testing.M, opts ...Option) int {
 	flag.Parse()
-	// Last, after the rig's teardown: the tests' builds (BuildBinary).
+	// Last, after the rig's teardown: the node service's build (nodeServiceBinary).
 	defer removeBuilds()
 	o := options{rig: rig.Config{Logf: logf}}
 	for _, opt := range opts {

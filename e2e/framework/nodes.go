@@ -5,7 +5,6 @@ package framework
 import (
 	"fmt"
 	"net"
-	"syscall"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -56,12 +55,7 @@ func (c *Cluster) StartNodeServiceOn(t testing.TB, n *rig.Node, kubeconfig strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.launchNodeService(t, n.Name(), kubeconfig, n.ContainerdSocket(), fmt.Sprintf("127.0.0.1:%d", port), extra)
-	t.Cleanup(func() {
-		s.Resume() //nolint:errcheck // best effort before Stop, which kills it anyway
-		s.Stop()
-	})
-	return s
+	return c.launchNodeService(t, n.Name(), kubeconfig, n.ContainerdSocket(), fmt.Sprintf("127.0.0.1:%d", port), extra)
 }
 
 // nodeKubeconfig is a kubeconfig of node's own identity (NodeServiceUser).
@@ -92,37 +86,4 @@ func (c *Cluster) freeRigPort() (int, error) {
 		return ln.Close()
 	})
 	return port, err
-}
-
-// Pause stops the running service with SIGSTOP: the process stays, holds its
-// sockets and does nothing (a hung service). Resume, Stop and Kill work on a
-// paused service.
-func (s *NodeService) Pause() error { return s.send(syscall.SIGSTOP) }
-
-// Resume continues a paused service (SIGCONT); a no-op when it runs.
-func (s *NodeService) Resume() error { return s.send(syscall.SIGCONT) }
-
-func (s *NodeService) send(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	// The command is nsenter, which execs the service: the pid is the service's.
-	return s.cmd.Process.Signal(sig)
-}
-
-// Running reports whether the service's process exists (paused counts).
-func (s *NodeService) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
 }

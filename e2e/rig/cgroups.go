@@ -86,6 +86,11 @@ func (c *cgroups) create(children ...string) error {
 	return nil
 }
 
+// JoinDaemonCgroup moves pid into the cgroup of the rig's own components, as
+// the rig does with what it starts: whoever tears the rig down then stops it
+// too (e.g. a node service meant to outlive the process that started it).
+func (r *Rig) JoinDaemonCgroup(pid int) error { return r.cgroups.add(daemonCgroup, pid) }
+
 // add moves pid into child in every hierarchy.
 func (c *cgroups) add(child string, pid int) error {
 	for _, h := range c.hierarchies {

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -120,6 +122,32 @@ func DialNetNS(ctx context.Context, nsPath, network, addr string) (net.Conn, err
 		return err
 	})
 	return conn, err
+}
+
+// GetInNetNS fetches url with a connection made inside the network namespace
+// at nsPath (e.g. the node's loopback, where the node services listen). A
+// status other than 200 is an error; the body comes back either way.
+func GetInNetNS(ctx context.Context, nsPath, url string) (string, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialNetNS(ctx, nsPath, network, addr)
+		},
+		DisableKeepAlives: true,
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
 }
 
 // forwarder accepts on a loopback port of the host and pipes each connection
