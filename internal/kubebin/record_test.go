@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -21,10 +22,12 @@ func child(t *testing.T, args ...string) procrecord.Proc {
 	t.Helper()
 	// "; :" keeps the shell from exec'ing sleep, so that its arguments stay in the cmdline.
 	cmd := exec.Command("sh", append([]string{"-c", "sleep 600; :", "sh"}, args...)...)
+	// Its own process group, ended whole: killing the shell alone (as a sweep does) leaves sleep.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	return procrecord.Proc{PID: cmd.Process.Pid, Start: procrecord.StartTime(cmd.Process.Pid)}
 }
 
