@@ -196,3 +196,37 @@ func decoy(t *testing.T, name string) procrecord.Proc {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return procrecord.Proc{Name: name, PID: cmd.Process.Pid, Start: procrecord.StartTime(cmd.Process.Pid)}
 }
+
+// A clean stop ends etcd and kube-apiserver itself and deletes the record: nothing is left to sweep.
+func TestCleanStopDeletesRecord(t *testing.T) {
+	if os.Getenv(kubebin.UnitOnlyEnv) != "" {
+		t.Skip(kubebin.UnitOnlyEnv + " is set: this test starts a real API server (make integration)")
+	}
+	dir, err := kubebin.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := t.TempDir()
+	t.Setenv(procrecord.DirEnv, records)
+	env := kubebin.Environment(dir)
+	if _, err := env.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = env.Stop()
+		}
+	})
+	files, _ := filepath.Glob(filepath.Join(records, "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("records while running: %q, want one", files)
+	}
+	stopped = true
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(records, "*.json")); len(files) != 0 {
+		t.Errorf("records after a clean stop: %q, want none", files)
+	}
+}
