@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/kubebin"
@@ -21,7 +20,7 @@ import (
 // routable address (endpoint-reconciler-type=none, advertise-address
 // 127.0.0.1), so it also starts in a netns without a default route.
 // Start it with env.Start() and stop it with env.Stop().
-func NewEnvtest(crdDirs ...string) *envtest.Environment {
+func NewEnvtest(crdDirs ...string) *kubebin.Env {
 	return kubebin.Environment(EnvtestAssets(), crdDirs...)
 }
 

@@ -3,17 +3,15 @@
 package rig
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/procrecord"
 )
 
 // process is one long-running component the rig started.
@@ -82,39 +80,11 @@ func (p *process) describe(err error) error {
 
 // ProcStartTime returns field 22 of /proc/PID/stat (the start time in clock ticks), or 0 when
 // the process is gone; with the pid it names one process even after the pid is reused.
-func ProcStartTime(pid int) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name is in parentheses and may hold spaces: split after it.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
-}
+func ProcStartTime(pid int) uint64 { return procrecord.StartTime(pid) }
 
 // killRecorded sends SIGKILL to a recorded process if it is still the same
 // process (same start time), and waits briefly for it to go away.
-func killRecorded(pid int, start uint64) {
-	if pid <= 1 || start == 0 || ProcStartTime(pid) != start {
-		return
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && ProcStartTime(pid) == start {
-		if st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); bytes.Contains(st, []byte(") Z ")) {
-			return // a zombie of our own, reaped by cmd.Wait
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+func killRecorded(pid int, start uint64) { procrecord.Proc{PID: pid, Start: start}.Kill() }
 
 // stopGracefully sends SIGTERM and waits up to grace before SIGKILL.
 func (p *process) stopGracefully(grace time.Duration) {

@@ -265,7 +265,7 @@ func TestRun(t *testing.T) {
 		t.Error("no leader")
 	}
 
-	checkHeartbeatRelay(t, ctx, c, env, webhookPort, o)
+	checkHeartbeatRelay(t, ctx, c, env.Environment, webhookPort, o)
 }
 
 // checkMetrics scrapes url anonymously (401), as a service account RBAC does not allow (403) and

@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -51,7 +50,7 @@ type Env struct {
 	// Writes records the manager's writes.
 	Writes *Writes
 
-	env    *envtest.Environment
+	env    *kubebin.Env
 	cancel context.CancelFunc
 	done   chan error
 }

@@ -3,7 +3,8 @@
 // Command rig starts and stops the test rig by hand:
 //
 //	rig up     bring the cluster up, print how to use it, and leave it running
-//	rig down   tear it down (also whatever a killed test left behind)
+//	rig down   tear it down (also whatever a killed test left behind, and the
+//	           envtest etcd and kube-apiserver of killed test binaries)
 //
 // The Kubernetes binaries come from $PROBESHIM_KUBE_BIN (make rig-up sets it);
 // PROBESHIM_RIG_NODES=2 brings up two nodes (make rig-up RIG_NODES=2).
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/procrecord"
 )
 
 func main() {
@@ -62,6 +64,15 @@ export CONTAINERD_ADDRESS=%s
 `, time.Since(start).Round(time.Millisecond), strings.Join(names, " "), r.LogDir(), r.NetNSPath(), r.EnterHint(),
 			r.NetNSPath(), r.KubeBin(), r.AdminKubeconfig(), r.AdminKubeconfig(), r.ContainerdSocket())
 	case "down":
+		// What killed envtest-using test binaries recorded (internal/kubebin): cheap, and the
+		// same "leave nothing behind" as the rig's own teardown.
+		lines, err := procrecord.Sweep(procrecord.Dir())
+		for _, l := range lines {
+			fmt.Fprintln(os.Stderr, l)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rig down:", err)
+		}
 		if err := rig.Teardown(ctx, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "rig down:", err)
 			os.Exit(1)
