@@ -32,7 +32,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push bench-run
+	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat
 
 all: build
 
@@ -45,20 +45,29 @@ build:
 ## UNIT_FLAGS=-count=1 runs everything again.
 UNIT_FLAGS ?=
 unit: deps-unit verify-generated vet lint
-	@export PROBESHIM_UNIT_ONLY=1; $(GOTEST) $(UNIT_FLAGS) $(UNIT_PKGS) $(REPORT) -allow-reason PROBESHIM_UNIT_ONLY
+	@export PROBESHIM_UNIT_ONLY=1; $(GOTEST) $(UNIT_FLAGS) $(UNIT_PKGS) $(REPORT) -stage unit -allow-reason PROBESHIM_UNIT_ONLY
 
 ## integration: the tests against a real kube-apiserver and etcd (envtest; no root), every test of
 ## those packages; on Kubernetes 1.37, or KUBE=1.35 (row 2's: make test leaves it to the row's suites).
 KUBE ?=
 integration:
 	@bin=$$(e2e/kubebin/build.sh $(KUBE)) || exit 1; export PROBESHIM_KUBE_BIN=$$bin; \
-		$(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT)
+		$(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT) -stage integration
 
 ## test: everything CI runs — unit and integration tests, the package tests and the real-component suites
-## on every row of the matrix (TEST_ROWS).
+## on every row of the matrix (TEST_ROWS), stopping at the first stage that fails. It ends with the time
+## table: each stage's wall time and the 15 slowest suites and tests (kept in $(TEST_TIMES)).
 TEST_ROWS ?= $(ROWS)
-test: unit integration package-test
-	@$(MAKE) --no-print-directory e2e ROW="$(TEST_ROWS)"
+TEST_TIMES ?= dist/test-times.jsonl
+test:
+	@mkdir -p $(dir $(TEST_TIMES)); rm -f $(TEST_TIMES); export PROBESHIM_TEST_TIMES=$(abspath $(TEST_TIMES)); rc=0; \
+	for stage in unit integration package-test; do \
+		t0=$$SECONDS; $(MAKE) --no-print-directory $$stage || rc=1; \
+		echo "{\"stage\":\"$$stage\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
+		[ $$rc = 0 ] || break; \
+	done; \
+	[ $$rc != 0 ] || $(MAKE) --no-print-directory e2e ROW="$(TEST_ROWS)" || rc=1; \
+	echo; $(GO) run ./hack/testreport -table $$PROBESHIM_TEST_TIMES; exit $$rc
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages: deps-lint
@@ -84,7 +93,7 @@ image-push:
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).
 package-test: deps-lint deps-nspawn
-	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v
+	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v -stage package-test
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise). Every row
 ## of the matrix (ROWS) in turn, or ROW=<row> alone. The first row's binaries are built before its suites;
@@ -99,8 +108,17 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
 		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
 		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
-		( $(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $$pkgs $(REPORT) ) || rc=1; \
+		t0=$$SECONDS; ( $(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
+		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
 	done; exit $$rc
+
+## e2e-repeat: the e2e suites of ROW (default: row 1) N times in a row (default 5), stopping at the first
+## failing run: the check for flakes. Each run brings its packages' rigs up as make e2e does.
+N ?= 5
+e2e-repeat:
+	@for i in $$(seq 1 $(N)); do echo "== e2e-repeat: run $$i of $(N)"; \
+		$(MAKE) --no-print-directory e2e ROW="$(or $(ROW),$(firstword $(ROWS)))" || { echo "e2e-repeat: run $$i of $(N) failed"; exit 1; }; \
+	done; echo "e2e-repeat: $(N) runs passed"
 
 ## row-bins: the binaries of every row (or ROW's): Kubernetes, containerd, runc, built side by side into
 ## $(PROBESHIM_CACHE) (a cold build of all of them is about 25 minutes on 2 cores; a warm one a no-op).
@@ -185,7 +203,9 @@ deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build
 
 ## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
 ## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on
-## a clean clone of HEAD. FRESH_KEEP_CACHE=1 keeps the cache (the Kubernetes binaries, the rootfs).
+## a clean clone of HEAD. FRESH_KEEP_CACHE=1 keeps the cache (the Kubernetes binaries, the rootfs);
+## FRESH_EMPTY_GO=1 also empties Go's build and module caches (a truly new machine). It ends with the
+## whole check's time.
 fresh-check:
 	hack/fresh-check.sh
 

@@ -24,6 +24,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed *float64
 }
 
 type key struct{ pkg, test string }
@@ -34,6 +35,9 @@ type report struct {
 	skips                   []skip
 	failedPkgs              []string
 	pkgsWithFailedTests     map[string]bool
+	// stage names the run in the times file; times are its packages' and tests' elapsed times.
+	stage string
+	times []timing
 }
 
 // failures counts failed tests, plus a failed package that no failed test explains (a build
@@ -58,11 +62,27 @@ func main() {
 	allowReason := flag.String("allow-reason", "", "under -no-skip, also allow skips whose reason matches this regexp (make unit: the API-server suites left to make integration)")
 	verbose := flag.Bool("v", false, "echo every test's output as it comes (for suites whose progress a person follows)")
 	allowedFile := flag.String("allowed", "hack/testreport/allowed-skips.txt", "skips allowed under -no-skip: lines `package-pattern test-pattern  # reason`")
+	stage := flag.String("stage", "", "record the packages' and top-level tests' times under this stage name in $PROBESHIM_TEST_TIMES (if set)")
+	timesOf := flag.String("table", "", "print the time table of this times file (stages, slowest suites and tests) and exit")
 	flag.Parse()
-	r, err := read(os.Stdin, os.Stdout, *verbose)
+	if *timesOf != "" {
+		ts, err := readTimes(*timesOf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			os.Exit(2)
+		}
+		table(os.Stdout, ts)
+		return
+	}
+	r, err := read(os.Stdin, os.Stdout, *verbose, *stage)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
+	}
+	if path := os.Getenv("PROBESHIM_TEST_TIMES"); path != "" && len(r.times) > 0 {
+		if err := appendTimes(path, r.times); err != nil {
+			fmt.Fprintln(os.Stderr, "testreport: times:", err)
+		}
 	}
 	var unexpected []skip
 	if *noSkip {
@@ -91,8 +111,8 @@ func main() {
 }
 
 // read consumes the event stream, echoing package results and failed tests' output to w.
-func read(in io.Reader, w io.Writer, verbose bool) (*report, error) {
-	r := &report{output: map[key]*strings.Builder{}, pkgsWithFailedTests: map[string]bool{}}
+func read(in io.Reader, w io.Writer, verbose bool, stage string) (*report, error) {
+	r := &report{output: map[key]*strings.Builder{}, pkgsWithFailedTests: map[string]bool{}, stage: stage}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -103,6 +123,9 @@ func read(in io.Reader, w io.Writer, verbose bool) (*report, error) {
 			continue
 		}
 		k := key{e.Package, e.Test}
+		if e.Action == "pass" || e.Action == "fail" {
+			r.timing(e)
+		}
 		switch e.Action {
 		case "output", "build-output":
 			if e.Test == "" {

@@ -28,7 +28,7 @@ not json: a build error
 
 func TestRead(t *testing.T) {
 	var out strings.Builder
-	r, err := read(strings.NewReader(stream), &out, false)
+	r, err := read(strings.NewReader(stream), &out, false, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +76,45 @@ func TestAllowedNeedsReason(t *testing.T) {
 func TestShippedList(t *testing.T) {
 	if _, err := loadAllowed("allowed-skips.txt"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Packages and top-level tests are timed under the stage, subtests not; the table sums the stages
+// the Makefile recorded and lists the slowest first.
+func TestTimes(t *testing.T) {
+	const timed = `{"Action":"pass","Package":"p/a","Test":"TestA","Elapsed":3.5}
+{"Action":"pass","Package":"p/a","Test":"TestA/sub","Elapsed":3}
+{"Action":"fail","Package":"p/a","Test":"TestB","Elapsed":9}
+{"Action":"fail","Package":"p/a","Elapsed":12.5}
+`
+	r, err := read(strings.NewReader(timed), &strings.Builder{}, false, "unit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.times) != 3 {
+		t.Fatalf("times %+v, want TestA, TestB and the package", r.times)
+	}
+	path := filepath.Join(t.TempDir(), "times.jsonl")
+	stages := []timing{{Stage: "unit", Seconds: 20}, {Stage: "e2e k1.37-c2.4", Seconds: 600}}
+	if err := appendTimes(path, stages[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := appendTimes(path, append(r.times, stages[1])); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := readTimes(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	table(&out, ts)
+	got := out.String()
+	for _, want := range []string{`unit +20s`, `e2e k1\.37-c2\.4 +10m0s`, `total +10m20s`, `the 3 slowest`, `12\.5s +suite +unit +p/a\n`} {
+		if !regexp.MustCompile(want).MatchString(got) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if i, j := strings.Index(got, "TestB"), strings.Index(got, "TestA"); i < 0 || j < i {
+		t.Errorf("TestB (9 s) not listed before TestA (3.5 s):\n%s", got)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 var created = time.Date(2026, 11, 29, 10, 15, 0, 0, time.UTC)
@@ -237,8 +239,12 @@ func TestTag(t *testing.T) {
 // TestClusterImageFromSource builds the real probeshim-cluster twice from this checkout and wants
 // one digest, and runs the binary for its --version. Only the host's platform: a cold arm64 build of
 // the cluster part takes minutes on a small machine (make image builds it; TestBuildIndex checks
-// that both platforms land in the index).
+// that both platforms land in the index). It compiles the whole cluster part twice (60-260 s), so
+// make unit leaves it to make integration.
 func TestClusterImageFromSource(t *testing.T) {
+	if os.Getenv(kubebin.UnitOnlyEnv) != "" {
+		t.Skipf("%s is set: this test builds the cluster image from source; make integration runs it", kubebin.UnitOnlyEnv)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := filepath.Abs("../..")
