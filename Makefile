@@ -24,6 +24,9 @@ ROWS := k1.37-c2.4 k1.35-c1.7
 ROW ?=
 ROW2_E2E_PKGS ?= ./e2e/node/ ./e2e/cluster/ ./e2e/crr/ ./e2e/criproxy/ ./e2e/packaged/
 E2E_TIMEOUT ?= 60m
+# E2E_P: how many e2e packages run side by side, each on a rig of its own (rig.PackageRigName); most
+# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig.
+E2E_P ?= 2
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 # Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
@@ -108,7 +111,8 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
 		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
 		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
-		t0=$$SECONDS; ( $(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p 1 $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
+		t0=$$SECONDS; ( [ $(E2E_P) = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
+			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $(E2E_P) $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
 		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
 	done; exit $$rc
 

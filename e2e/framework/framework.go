@@ -82,6 +82,11 @@ func WithRigConfig(edit func(*rig.Config)) Option {
 	return func(o *options) { edit(&o.rig) }
 }
 
+// RigPerPackageEnv, when set (make e2e sets it when it runs packages side by side), gives each
+// test binary a rig named after its package (rig.PackageRigName), so that they run beside each
+// other.
+const RigPerPackageEnv = "PROBESHIM_RIG_PER_PACKAGE"
+
 var (
 	shared     *Cluster
 	skipReason string
@@ -104,6 +109,9 @@ func run(m *testing.M, opts ...Option) int {
 	o := options{rig: rig.Config{Logf: logf}}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.rig.Name == "" && os.Getenv("PROBESHIM_RIG_NAME") == "" && os.Getenv(RigPerPackageEnv) != "" {
+		o.rig.Name = rig.PackageRigName(os.Args[0])
 	}
 	if testing.Short() {
 		skipReason = "-short: the real-component suites do not run"

@@ -37,12 +37,21 @@ func Leftovers(cfg Config) []string {
 	if m, _ := mountsUnder(cfg.Dir); len(m) > 0 {
 		out = append(out, "mounts: "+strings.Join(m, " "))
 	}
-	for _, p := range []string{filepath.Join(netnsDir, cfg.NetNS), cfg.Dir, statePath(cfg.Dir), "/var/lib/kubelet/device-plugins/kubelet.sock"} {
+	paths := []string{filepath.Join(netnsDir, cfg.NetNS), cfg.Dir, statePath(cfg.Dir)}
+	// The kubelet's socket and kernel settings are another live rig's too, until it goes.
+	alone := len(otherLiveRigs(cfg.Dir)) == 0
+	if alone {
+		paths = append(paths, "/var/lib/kubelet/device-plugins/kubelet.sock")
+	}
+	for _, p := range paths {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			out = append(out, p)
 		}
 	}
 	for _, s := range kubeletSysctls {
+		if !alone {
+			break
+		}
 		if s.kubelet == s.kernelDefault || s.name == "vm/panic_on_oom" {
 			continue
 		}

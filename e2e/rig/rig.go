@@ -103,12 +103,15 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// DefaultName is the rig's name unless Config.Name or $PROBESHIM_RIG_NAME say otherwise.
+const DefaultName = "probeshim-rig"
+
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = os.Getenv("PROBESHIM_RIG_NAME")
 	}
 	if c.Name == "" {
-		c.Name = "probeshim-rig"
+		c.Name = DefaultName
 	}
 	if c.Dir == "" {
 		c.Dir = os.Getenv("PROBESHIM_RIG_DIR")
@@ -409,9 +412,10 @@ func (r *Rig) prepareHost(ctx context.Context) error {
 		return err
 	}
 	netnsMounted := isMountPoint(netnsDir)
+	sysctls, created := machineRecord(r.dir)
 	r.state = &state{
 		Name: r.cfg.Name, Dir: r.dir, NetNS: r.cfg.NetNS, Cgroup: r.cfg.Cgroup,
-		Sysctls: readSysctls(), Created: missingFixedPaths(),
+		Sysctls: sysctls, Created: created,
 		NetNSDirMounted: !netnsMounted, CNINetwork: r.cfg.Name,
 	}
 	if err := r.saveState(); err != nil {

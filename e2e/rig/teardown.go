@@ -193,10 +193,13 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 			}
 		}
 	}
+	// With another rig still running, its kubelet keeps the kernel settings and the fixed folders:
+	// the last rig to go puts them back (see others.go).
+	last := len(otherLiveRigs(st.Dir)) == 0
 	for _, p := range []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd"} {
-		cleanFixedPath(p, st.Dir, contains(st.Created, p))
+		cleanFixedPath(p, st.Dir, last && contains(st.Created, p))
 	}
-	if contains(st.Created, "/var/lib/cni") {
+	if last && contains(st.Created, "/var/lib/cni") {
 		cleanFixedPath("/var/lib/cni", st.Dir, true)
 	}
 	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), buildDirPrefix+st.Name+"-*")); st.Name != "" && len(old) > 0 {
@@ -204,7 +207,7 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 			_ = os.RemoveAll(d)
 		}
 	}
-	if st.Sysctls != nil {
+	if st.Sysctls != nil && last {
 		if err := restoreSysctls(st.Sysctls); err != nil {
 			errs = append(errs, err)
 		}

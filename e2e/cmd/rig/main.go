@@ -73,8 +73,23 @@ export CONTAINERD_ADDRESS=%s
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rig down:", err)
 		}
+		failed := false
 		if err := rig.Teardown(ctx, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "rig down:", err)
+			failed = true
+		}
+		// The rigs of packages that ran side by side (make e2e), when a run was killed.
+		for _, name := range rig.Names() {
+			if name == rig.DefaultName {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "rig down: %s too\n", name)
+			if err := rig.Teardown(ctx, rig.Config{Name: name, Logf: logf}); err != nil {
+				fmt.Fprintf(os.Stderr, "rig down: %s: %v\n", name, err)
+				failed = true
+			}
+		}
+		if failed {
 			os.Exit(1)
 		}
 	}
