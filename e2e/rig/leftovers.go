@@ -63,12 +63,14 @@ func Leftovers(cfg Config) []string {
 }
 
 // processesNaming lists live processes whose command line contains one of
-// the given paths, as "pid name".
+// the given paths, or a path below one, as "pid name". Not a mere prefix:
+// /var/lib/probeshim-rig is not /var/lib/probeshim-rig-node, a rig beside it.
 func processesNaming(paths ...string) []string {
 	var needles [][]byte
 	for _, p := range paths {
 		if p != "" {
-			needles = append(needles, []byte(p))
+			p = filepath.Clean(p)
+			needles = append(needles, []byte(p+"/"), []byte(p+"\x00"))
 		}
 	}
 	entries, _ := os.ReadDir("/proc")
