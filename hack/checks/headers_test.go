@@ -15,15 +15,7 @@ import (
 const Header = "// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0."
 
 func TestLicenseHeaders(t *testing.T) {
-	out, err := exec.Command("git", "-C", "../..", "ls-files", "--cached", "--others", "--exclude-standard", "*.go").Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	files := strings.Fields(string(out))
-	if len(files) < 100 {
-		t.Fatalf("git ls-files found only %d Go files: not the repository?", len(files))
-	}
-	for _, f := range files {
+	for _, f := range repoFiles(t, "*.go", 100) {
 		if !hasHeader(t, "../../"+f) {
 			t.Errorf("%s: the first lines lack the license header %q", f, Header)
 		}
@@ -46,4 +38,19 @@ func hasHeader(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// repoFiles lists the repository's files matching pattern that git tracks or would (untracked, not
+// ignored), relative to its top; fewer than atLeast means this is not the repository.
+func repoFiles(t *testing.T, pattern string, atLeast int) []string {
+	t.Helper()
+	out, err := exec.Command("git", "-C", "../..", "ls-files", "--cached", "--others", "--exclude-standard", pattern).Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	files := strings.Fields(string(out))
+	if len(files) < atLeast {
+		t.Fatalf("git ls-files found only %d files %s: not the repository?", len(files), pattern)
+	}
+	return files
 }

@@ -5,7 +5,6 @@ package checks
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -22,15 +21,7 @@ const Marker = "measures"
 // measures, and its own line or the line above says so with the word "measures". A bare receive
 // from time.After is a sleep too.
 func TestNoSleepsAsWaits(t *testing.T) {
-	out, err := exec.Command("git", "-C", "../..", "ls-files", "--cached", "--others", "--exclude-standard", "*_test.go").Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
-	files := strings.Fields(string(out))
-	if len(files) < 50 {
-		t.Fatalf("git ls-files found only %d test files: not the repository?", len(files))
-	}
-	for _, f := range files {
+	for _, f := range repoFiles(t, "*_test.go", 50) {
 		lines, ok := readLines(t, "../../"+f)
 		if !ok {
 			continue // deleted in the work tree

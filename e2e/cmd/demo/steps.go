@@ -107,19 +107,8 @@ func (d *demo) applyExample(ctx context.Context) error {
 
 // startMatch makes one game server busy (its idle file gone) and waits until the marker says so.
 func (d *demo) startMatch(ctx context.Context) error {
-	busy := d.busy
-	d.section("A match starts on " + busy + ": kubectl exec " + busy + " -- rm /tmp/idle")
-	if _, _, err := d.c.Exec(ctx, gamesNS, busy, container, "rm", "/tmp/idle"); err != nil {
-		return err
-	}
-	pods, err := d.waitGames(ctx, busy+" busy", 3, func(p *corev1.Pod) bool { return idle(p) == (p.Name != busy) })
-	if err != nil {
-		return err
-	}
-	d.printPods(pods)
-	d.printConditions(pods, busy)
-	d.printProbeEvents(ctx, busy)
-	return nil
+	return d.playOnBusy(ctx, "A match starts", []string{"rm", "/tmp/idle"}, "busy", 3,
+		func(p *corev1.Pod) bool { return idle(p) == (p.Name != d.busy) })
 }
 
 // scaleDown scales the game servers to one: the pod-deletion-cost keeps the busy one.
@@ -138,12 +127,19 @@ func (d *demo) scaleDown(ctx context.Context) error {
 
 // endMatch makes the busy game server idle again and waits until the marker says so.
 func (d *demo) endMatch(ctx context.Context) error {
+	return d.playOnBusy(ctx, "The match is over", []string{"sh", "-c", `echo "match over" > /tmp/idle`}, "idle again", 1,
+		func(p *corev1.Pod) bool { return idle(p) })
+}
+
+// playOnBusy runs cmd in the busy game server, waits until its n game servers all satisfy want
+// (the marker's view of it), and shows the pods, the busy one's conditions and its probe events.
+func (d *demo) playOnBusy(ctx context.Context, title string, cmd []string, what string, n int, want func(*corev1.Pod) bool) error {
 	busy := d.busy
-	d.section("The match on " + busy + " is over: kubectl exec " + busy + " -- sh -c 'echo \"match over\" > /tmp/idle'")
-	if _, _, err := d.c.Exec(ctx, gamesNS, busy, container, "sh", "-c", `echo "match over" > /tmp/idle`); err != nil {
+	d.section(title + " on " + busy + ": kubectl exec " + busy + " -- " + shellQuote(cmd))
+	if _, _, err := d.c.Exec(ctx, gamesNS, busy, container, cmd...); err != nil {
 		return err
 	}
-	pods, err := d.waitGames(ctx, busy+" idle again", 1, func(p *corev1.Pod) bool { return idle(p) })
+	pods, err := d.waitGames(ctx, busy+" "+what, n, want)
 	if err != nil {
 		return err
 	}
@@ -151,6 +147,18 @@ func (d *demo) endMatch(ctx context.Context) error {
 	d.printConditions(pods, busy)
 	d.printProbeEvents(ctx, busy)
 	return nil
+}
+
+// shellQuote writes cmd as a user would type it.
+func shellQuote(cmd []string) string {
+	out := make([]string, len(cmd))
+	for i, a := range cmd {
+		if strings.ContainsAny(a, " \"'>") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 // ---- what the steps use ----
