@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -184,13 +185,15 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	if st.CNINetwork != "" {
 		// libcni's cache: <network>-<container id>-<ifname>, and the same
 		// for the loopback network containerd adds.
+		// Only this network's: another rig's name may start with this one's.
 		matches, _ := filepath.Glob("/var/lib/cni/results/" + st.CNINetwork + "-*")
 		for _, m := range matches {
-			_ = os.Remove(m)
 			rest := strings.TrimPrefix(filepath.Base(m), st.CNINetwork+"-")
-			if i := strings.LastIndexByte(rest, '-'); i > 0 {
-				_ = os.Remove("/var/lib/cni/results/cni-loopback-" + rest[:i] + "-lo")
+			if !cniCacheEntry.MatchString(rest) {
+				continue
 			}
+			_ = os.Remove(m)
+			_ = os.Remove("/var/lib/cni/results/cni-loopback-" + rest[:strings.LastIndexByte(rest, '-')] + "-lo")
 		}
 	}
 	// With another rig still running, its kubelet keeps the kernel settings and the fixed folders:
@@ -204,6 +207,9 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	}
 	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), buildDirPrefix+st.Name+"-*")); st.Name != "" && len(old) > 0 {
 		for _, d := range old {
+			if !tempSuffix.MatchString(strings.TrimPrefix(filepath.Base(d), buildDirPrefix+st.Name+"-")) {
+				continue // another rig's, whose name starts with this one's
+			}
 			_ = os.RemoveAll(d)
 		}
 	}
@@ -223,6 +229,14 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	}
 	return errors.Join(errs...)
 }
+
+var (
+	// cniCacheEntry is the rest of a libcni cache file's name after "<network>-": a container
+	// ID and an interface.
+	cniCacheEntry = regexp.MustCompile(`^[0-9a-f]{64}-[^-]+$`)
+	// tempSuffix is what os.MkdirTemp puts in place of its "*": digits.
+	tempSuffix = regexp.MustCompile(`^[0-9]+$`)
+)
 
 func contains(list []string, s string) bool {
 	for _, v := range list {
