@@ -109,3 +109,16 @@ func Names() []string {
 	}
 	return out
 }
+
+// RemoveIdleLocks removes the lock files of the package rigs (PackageRigName) that no process
+// holds: a run of side-by-side packages leaves one per package. Only while no rig starts (make
+// rig-down): a start that opened a lock file just before it goes would hold a lock nobody else sees.
+func RemoveIdleLocks() {
+	dir := filepath.Dir(Config{Name: DefaultName}.withDefaults().Dir)
+	locks, _ := filepath.Glob(filepath.Join(dir, DefaultName+"-*.lock"))
+	for _, l := range locks {
+		if rigDir := strings.TrimSuffix(l, ".lock"); !lockHeld(rigDir) {
+			_ = os.Remove(l)
+		}
+	}
+}

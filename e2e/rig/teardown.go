@@ -182,20 +182,7 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	// Leave what others (another containerd or kubelet on the machine) have
 	// put there: remove only dead sockets, links into our folder and our CNI
 	// cache entries, then the folders the rig created if they are empty.
-	if st.CNINetwork != "" {
-		// libcni's cache: <network>-<container id>-<ifname>, and the same
-		// for the loopback network containerd adds.
-		// Only this network's: another rig's name may start with this one's.
-		matches, _ := filepath.Glob("/var/lib/cni/results/" + st.CNINetwork + "-*")
-		for _, m := range matches {
-			rest := strings.TrimPrefix(filepath.Base(m), st.CNINetwork+"-")
-			if !cniCacheEntry.MatchString(rest) {
-				continue
-			}
-			_ = os.Remove(m)
-			_ = os.Remove("/var/lib/cni/results/cni-loopback-" + rest[:strings.LastIndexByte(rest, '-')] + "-lo")
-		}
-	}
+	removeOwnCaches(st)
 	// With another rig still running, its kubelet keeps the kernel settings and the fixed folders:
 	// the last rig to go puts them back (see others.go).
 	last := len(otherLiveRigs(st.Dir)) == 0
@@ -204,14 +191,6 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	}
 	if last && contains(st.Created, "/var/lib/cni") {
 		cleanFixedPath("/var/lib/cni", st.Dir, true)
-	}
-	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), buildDirPrefix+st.Name+"-*")); st.Name != "" && len(old) > 0 {
-		for _, d := range old {
-			if !tempSuffix.MatchString(strings.TrimPrefix(filepath.Base(d), buildDirPrefix+st.Name+"-")) {
-				continue // another rig's, whose name starts with this one's
-			}
-			_ = os.RemoveAll(d)
-		}
 	}
 	if st.Sysctls != nil && last {
 		if err := restoreSysctls(st.Sysctls); err != nil {
@@ -228,6 +207,32 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 		logf("rig: teardown took %s", time.Since(start).Round(time.Millisecond))
 	}
 	return errors.Join(errs...)
+}
+
+// removeOwnCaches removes the rig's entries in libcni's cache and its image build folders.
+func removeOwnCaches(st *state) {
+	if st.CNINetwork != "" {
+		// libcni's cache: <network>-<container id>-<ifname>, and the same
+		// for the loopback network containerd adds.
+		// Only this network's: another rig's name may start with this one's.
+		matches, _ := filepath.Glob("/var/lib/cni/results/" + st.CNINetwork + "-*")
+		for _, m := range matches {
+			rest := strings.TrimPrefix(filepath.Base(m), st.CNINetwork+"-")
+			if !cniCacheEntry.MatchString(rest) {
+				continue
+			}
+			_ = os.Remove(m)
+			_ = os.Remove("/var/lib/cni/results/cni-loopback-" + rest[:strings.LastIndexByte(rest, '-')] + "-lo")
+		}
+	}
+	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), buildDirPrefix+st.Name+"-*")); st.Name != "" && len(old) > 0 {
+		for _, d := range old {
+			if !tempSuffix.MatchString(strings.TrimPrefix(filepath.Base(d), buildDirPrefix+st.Name+"-")) {
+				continue // another rig's, whose name starts with this one's
+			}
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 var (

@@ -89,6 +89,7 @@ export CONTAINERD_ADDRESS=%s
 				failed = true
 			}
 		}
+		rig.RemoveIdleLocks()
 		if failed {
 			os.Exit(1)
 		}
