@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -471,12 +472,17 @@ func TestExecFreeAnnotationFollowed(t *testing.T) {
 	poll.Eventually(t, wait, execFree(false))
 	annotate := func(v string) {
 		t.Helper()
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-			t.Fatal(err)
-		}
-		gen := m.Generation
-		m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: v}
-		if err := env.Client.Update(ctx, m); err != nil {
+		var gen int64
+		// The controller writes the marker's status meanwhile: a conflict is read again.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return err
+			}
+			gen = m.Generation
+			m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: v}
+			return env.Client.Update(ctx, m)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if m.Generation != gen {
