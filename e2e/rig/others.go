@@ -22,7 +22,18 @@ import (
 // /var/lib/<name>) and whose starter still holds its lock.
 func otherLiveRigs(dir string) []*state {
 	dir = filepath.Clean(dir)
-	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "*.state.json"))
+	var out []*state
+	for _, st := range readStates(filepath.Join(filepath.Dir(dir), "*.state.json")) {
+		if st.Dir != "" && filepath.Clean(st.Dir) != dir && lockHeld(st.Dir) {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// readStates reads the state files matching glob; those that cannot be read are left out.
+func readStates(glob string) []*state {
+	paths, _ := filepath.Glob(glob)
 	var out []*state
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -30,10 +41,7 @@ func otherLiveRigs(dir string) []*state {
 			continue
 		}
 		st := &state{}
-		if json.Unmarshal(b, st) != nil || st.Dir == "" || filepath.Clean(st.Dir) == dir {
-			continue
-		}
-		if lockHeld(st.Dir) {
+		if json.Unmarshal(b, st) == nil {
 			out = append(out, st)
 		}
 	}
@@ -95,15 +103,9 @@ func PackageRigName(testBinary string) string {
 // Names lists the rigs whose state files sit in the default place (/var/lib): the default one
 // and those of PackageRigName, live or left behind.
 func Names() []string {
-	paths, _ := filepath.Glob(filepath.Join(filepath.Dir(Config{Name: DefaultName}.withDefaults().Dir), DefaultName+"*.state.json"))
 	var out []string
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		var st state
-		if json.Unmarshal(b, &st) == nil && st.Name != "" {
+	for _, st := range readStates(filepath.Join(rigsHome, DefaultName+"*.state.json")) {
+		if st.Name != "" {
 			out = append(out, st.Name)
 		}
 	}
@@ -114,8 +116,7 @@ func Names() []string {
 // holds: a run of side-by-side packages leaves one per package. Only while no rig starts (make
 // rig-down): a start that opened a lock file just before it goes would hold a lock nobody else sees.
 func RemoveIdleLocks() {
-	dir := filepath.Dir(Config{Name: DefaultName}.withDefaults().Dir)
-	locks, _ := filepath.Glob(filepath.Join(dir, DefaultName+"-*.lock"))
+	locks, _ := filepath.Glob(filepath.Join(rigsHome, DefaultName+"-*.lock"))
 	for _, l := range locks {
 		if rigDir := strings.TrimSuffix(l, ".lock"); !lockHeld(rigDir) {
 			_ = os.Remove(l)

@@ -106,6 +106,10 @@ type Config struct {
 // DefaultName is the rig's name unless Config.Name or $PROBESHIM_RIG_NAME say otherwise.
 const DefaultName = "probeshim-rig"
 
+// rigsHome holds each rig's folder, /var/lib/<name>, unless Config.Dir or $PROBESHIM_RIG_DIR say
+// otherwise.
+const rigsHome = "/var/lib"
+
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = os.Getenv("PROBESHIM_RIG_NAME")
@@ -117,7 +121,7 @@ func (c Config) withDefaults() Config {
 		c.Dir = os.Getenv("PROBESHIM_RIG_DIR")
 	}
 	if c.Dir == "" {
-		c.Dir = "/var/lib/" + c.Name
+		c.Dir = filepath.Join(rigsHome, c.Name)
 	}
 	c.Dir = filepath.Clean(c.Dir)
 	if c.Row.Name == "" {

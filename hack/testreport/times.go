@@ -25,7 +25,7 @@ type timing struct {
 	Seconds float64 `json:"seconds"`
 }
 
-// timings collects the elapsed times of packages and top-level tests (subtests run inside their
+// timing collects the elapsed time of a package or a top-level test (subtests run inside their
 // parent and would count twice).
 func (r *report) timing(e event) {
 	if r.stage == "" || e.Elapsed == nil || strings.Contains(e.Test, "/") {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,16 +30,9 @@ func Self() Proc {
 	pid := os.Getpid()
 	name := "pid"
 	if len(os.Args) > 0 {
-		name = baseName(os.Args[0])
+		name = filepath.Base(os.Args[0])
 	}
 	return Proc{Name: name, PID: pid, Start: StartTime(pid)}
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
 
 // stat returns the fields of /proc/PID/stat after the command name (the first is the state,
@@ -60,6 +54,12 @@ func stat(pid int) []string {
 	return f
 }
 
+// startOf is the start time among stat's fields (field 22 of the file).
+func startOf(f []string) uint64 {
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
 // StartTime returns field 22 of /proc/PID/stat (the start time in clock ticks), or 0 when the
 // process is gone.
 func StartTime(pid int) uint64 {
@@ -67,8 +67,7 @@ func StartTime(pid int) uint64 {
 	if f == nil {
 		return 0
 	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
+	return startOf(f)
 }
 
 // Alive reports whether p still runs: its pid has its start time and is not a zombie.
@@ -77,8 +76,7 @@ func (p Proc) Alive() bool {
 	if f == nil || f[0] == "Z" {
 		return false
 	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return p.Start != 0 && v == p.Start
+	return p.Start != 0 && startOf(f) == p.Start
 }
 
 // Kill sends SIGKILL to p if its pid still has its start time, and waits up to five seconds
@@ -114,9 +112,8 @@ func Children(pid int) []Proc {
 		if f == nil || f[1] != strconv.Itoa(pid) {
 			continue
 		}
-		start, _ := strconv.ParseUint(f[19], 10, 64)
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child))
-		out = append(out, Proc{Name: strings.TrimSpace(string(comm)), PID: child, Start: start})
+		out = append(out, Proc{Name: strings.TrimSpace(string(comm)), PID: child, Start: startOf(f)})
 	}
 	return out
 }

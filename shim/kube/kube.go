@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
@@ -155,12 +154,12 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
+	// client-go gives each REST client a token bucket of its own from QPS and Burst (unless the
+	// caller set a RateLimiter, which they then share); a negative QPS means none.
 	client := func(apiPath string, gv schema.GroupVersion, limit bool) (*rest.RESTClient, error) {
 		c := groupConfig(cfg, apiPath, gv)
-		if limit {
-			c.RateLimiter = budget(c)
-		} else {
-			c.QPS, c.RateLimiter = -1, nil // client-go: a negative QPS means no limiter
+		if !limit {
+			c.QPS, c.RateLimiter = -1, nil
 		}
 		return rest.RESTClientForConfigAndClient(c, hc)
 	}
@@ -182,25 +181,6 @@ func NewForConfig(cfg *rest.Config, o Options) (*Clients, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// budget is a new token bucket of cfg's QPS and Burst, or the caller's own limiter if it set one
-// (then every kind shares it: the caller chose so).
-func budget(cfg *rest.Config) flowcontrol.RateLimiter {
-	if cfg.RateLimiter != nil {
-		return cfg.RateLimiter
-	}
-	qps, burst := cfg.QPS, cfg.Burst
-	if qps == 0 {
-		qps = rest.DefaultQPS
-	}
-	if burst <= 0 {
-		burst = rest.DefaultBurst
-	}
-	if qps < 0 {
-		return nil
-	}
-	return flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
 // groupConfig is cfg for one group's REST client. JSON unless the caller chose otherwise: the
