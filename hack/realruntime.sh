@@ -61,7 +61,7 @@ cleanup() {
 	"$self" __ctl "$dir" stop 2>/dev/null
 	# Shims and containers outlive containerd: end those of this daemon, found by its socket.
 	for p in /proc/[0-9]*; do
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$dir/containerd.sock"; then
+		if { tr "\0" " " <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$dir/containerd.sock"; then
 			kill -KILL "${p#/proc/}" 2>/dev/null
 		fi
 	done

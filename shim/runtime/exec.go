@@ -171,11 +171,15 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	// Without a timeout a lost event could hang the exec: Wait then.
 	var exitc <-chan containerd.ExitStatus
 	evc, viaEvents := (<-chan exitEvent)(nil), false
+	var ended <-chan struct{}
 	if timeout > 0 {
 		evc, viaEvents = c.exits.watch(execID)
 	}
 	if viaEvents {
 		defer c.exits.unwatch(execID)
+		var release func()
+		ended, release = c.exits.watchEnd(containerID)
+		defer release()
 		exitc = eventExit(waitCtx, proc, evc)
 	} else if exitc, err = proc.Wait(waitCtx); err != nil {
 		return prober.ExecResult{}, false, wrapErr(err, "wait for exec in container %s", containerID)
@@ -227,6 +231,11 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 			return prober.ExecResult{}, true, wrapErr(err, "wait for exec in container %s", containerID)
 		}
 		exited = true
+		if code == sigkillExit && ended != nil && endedWithin(ended, containerEndWait) {
+			// Killed because its container died, as every process left in a PID namespace
+			// is when its init exits: no verdict on the container's health.
+			return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, errDiedWithContainer)
+		}
 		drainFor := time.Second
 		if timeout > 0 {
 			drainFor = max(minDrain, timeout-time.Since(start))
@@ -254,6 +263,35 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		c.kill(bg, proc, int(proc.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
+	}
+}
+
+// sigkillExit is the status of a process killed by SIGKILL (128 + 9).
+const sigkillExit = 137
+
+// containerEndWait bounds how long an exec killed by SIGKILL waits to learn whether its
+// container died too: the shim publishes the container's exit right after its execs' exits,
+// within milliseconds. Spent only when a probe's command was SIGKILLed while its container
+// lives on (e.g. by the OOM killer), whose failure then stands.
+const containerEndWait = 2 * time.Second
+
+// errDiedWithContainer: the exec was killed because its container's process exited.
+var errDiedWithContainer = errors.New("killed as its container exited")
+
+// endedWithin tells whether ended is closed within d.
+func endedWithin(ended <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ended:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ended:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 

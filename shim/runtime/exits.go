@@ -17,6 +17,9 @@ type exitRouter struct {
 	mu      sync.Mutex
 	streams int // event streams following /tasks/exit now
 	waiters map[string]chan exitEvent
+	// ends: per container with an exec of ours running, closed when the container's own
+	// process exits (the runtime names its init by the container's ID).
+	ends map[string]*containerEnd
 	// delivered counts the exits handed to a waiter (for tests).
 	delivered int
 }
@@ -58,6 +61,47 @@ func (r *exitRouter) exited(execID string, code uint32) {
 		ch <- exitEvent{code: code}
 		delete(r.waiters, execID)
 		r.delivered++
+	}
+}
+
+// containerEnd is closed when its container's process exits; n execs wait on it.
+type containerEnd struct {
+	ch chan struct{}
+	n  int
+}
+
+// watchEnd tells, by closing the channel, when containerID's own process exits. The exit of
+// a container's init is published after the exits of the execs its death killed (containerd's
+// shim holds it back until then), so an exec that learns it was killed may learn, moments
+// later, that its container ended. release must be called once.
+func (r *exitRouter) watchEnd(containerID string) (ended <-chan struct{}, release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ends == nil {
+		r.ends = map[string]*containerEnd{}
+	}
+	e := r.ends[containerID]
+	if e == nil {
+		e = &containerEnd{ch: make(chan struct{})}
+		r.ends[containerID] = e
+	}
+	e.n++
+	return e.ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if e.n--; e.n == 0 && r.ends[containerID] == e {
+			delete(r.ends, containerID)
+		}
+	}
+}
+
+// containerExited closes the end channel of containerID, if anyone watches it.
+func (r *exitRouter) containerExited(containerID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.ends[containerID]; ok {
+		close(e.ch)
+		delete(r.ends, containerID)
 	}
 }
 

@@ -448,16 +448,7 @@ func TestRealExecExitFromEvents(t *testing.T) {
 	r := realContainerd(t)
 	p := r.runPod(t, false)
 	id := r.runContainer(t, p, "app", 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := NewTracker(r.client, nil)
-	done := make(chan struct{})
-	go func() { tr.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-tr.Synced():
-	case <-time.After(time.Minute):
-		t.Fatal("tracker not synced within a minute")
-	}
+	ctx := followEvents(t, r)
 	delivered := func() int {
 		r.client.exits.mu.Lock()
 		defer r.client.exits.mu.Unlock()
@@ -482,5 +473,62 @@ func TestRealExecExitFromEvents(t *testing.T) {
 	assertNoStrays(t, r, id)
 	if n := delivered(); n != 3 {
 		t.Fatalf("%d exits came from the event stream, want 3", n)
+	}
+}
+
+// followEvents runs a Tracker on r's client, as the service does, until the test ends, and
+// returns a context that ends with it.
+func followEvents(t *testing.T, r *rig) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := NewTracker(r.client, nil)
+	done := make(chan struct{})
+	go func() { tr.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-tr.Synced():
+	case <-time.After(time.Minute):
+		t.Fatal("tracker not synced within a minute")
+	}
+	return ctx
+}
+
+// An exec killed because its container died is no result: containerd publishes the
+// container's exit after the exits of the execs it killed (137), and the exec waits for it.
+// A command killed by SIGKILL in a container that lives on is a result, code 137.
+func TestRealExecDiesWithContainer(t *testing.T) {
+	r := realContainerd(t)
+	p := r.runPod(t, false)
+	ctx := followEvents(t, r)
+
+	id := r.runContainer(t, p, "app", 0)
+	res, err := r.client.Exec(ctx, id, []string{"/bin/sh", "-c", "kill -9 $$"}, 5*time.Second)
+	if err != nil || res.ExitCode != sigkillExit {
+		t.Fatalf("a command killing itself: %+v, %v; want exit code %d", res, err, sigkillExit)
+	}
+
+	type outcome struct {
+		res prober.ExecResult
+		err error
+	}
+	got := make(chan outcome, 1)
+	go func() {
+		res, err := r.client.Exec(ctx, id, []string{"/bin/sh", "-c", "echo >/tmp/started; sleep 60"}, 30*time.Second)
+		got <- outcome{res, err}
+	}()
+	waitFor(t, "the exec to start", func() bool {
+		res, err := r.client.Exec(ctx, id, []string{"/bin/sh", "-c", "[ -f /tmp/started ]"}, 5*time.Second)
+		return err == nil && res.ExitCode == 0
+	})
+	if err := syscall.Kill(containerPid(t, r, id), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-got:
+		if !errors.Is(o.err, errDiedWithContainer) {
+			t.Fatalf("exec in a container that died: %+v, %v; want %v", o.res, o.err, errDiedWithContainer)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the exec did not return within a minute of its container's death")
 	}
 }

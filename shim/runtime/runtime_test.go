@@ -774,8 +774,9 @@ func TestTrackerRunWithoutEvents(t *testing.T) {
 }
 
 // A container's exit drops its cached exec target (its task and process spec:
-// a restarted container's new task must be loaded again); an exec's exit is
-// handed to the Exec waiting for it and leaves the container's target alone.
+// a restarted container's new task must be loaded again) and ends the waits on
+// its end; an exec's exit is handed to the Exec waiting for it and leaves the
+// container's target and end alone.
 func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
 	c, _ := newFakeClient(t, &fakeCRI{})
 	tr := NewTracker(c, nil)
@@ -786,6 +787,11 @@ func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
 	if !ok {
 		t.Fatal("no waiter registered while a stream is up")
 	}
+
+	aEnd, releaseA := c.exits.watchEnd("a1")
+	defer releaseA()
+	bEnd, releaseB := c.exits.watchEnd("b1")
+	defer releaseB()
 
 	tr.handle(ctx, envelope(t, "/tasks/exit", &eventtypes.TaskExit{ContainerID: "b1", ID: "probe-x", ExitStatus: 9}, time.Now()))
 	select {
@@ -804,11 +810,15 @@ func TestTrackerExitsForgetTargetsAndRouteExecs(t *testing.T) {
 	if a1 || !b1 {
 		t.Fatalf("targets after a1's exit and an exec's in b1: a1 cached %v (want false), b1 cached %v (want true)", a1, b1)
 	}
+	if !endedWithin(aEnd, 0) || endedWithin(bEnd, 0) {
+		t.Fatalf("ends after a1's exit and an exec's in b1: a1 ended %v (want true), b1 ended %v (want false)",
+			endedWithin(aEnd, 0), endedWithin(bEnd, 0))
+	}
 }
 
 // The Tracker's subscription, as containerd's own filter parser reads it: the container events and
-// every exit pass (a container's exit must come before its execs' in the stream); exec starts and
-// another namespace's events do not.
+// every exit pass (our execs learn their exits and their containers' ends from the stream); exec
+// starts and another namespace's events do not.
 func TestEventFiltersSelect(t *testing.T) {
 	var fs []filters.Filter
 	for _, expr := range eventFilters(DefaultNamespace) {

@@ -161,10 +161,11 @@ func (t *Tracker) newBackoff() wait.Backoff {
 
 // eventFilters are the containerd events the Tracker follows, in namespace ns. Every /tasks/exit,
 // although most are other clients' execs (each exec probe the kubelet runs, ~0.2 ms here each):
-// a container's exit must reach the Tracker in the stream before the exits of the service's own
-// execs that it ended, so that an exec killed with its container is seen as the container's end,
-// never as a failed probe. containerd's filters cannot tell a container's exit from an exec's
-// (both IDs are random), and the task's delete comes too late for that.
+// the service's own execs learn their exits from it, and a container's exit, which containerd's
+// shim publishes just after the exits of the execs its death killed, tells such an exec that it
+// died with its container (Client.exec), never as a failed probe. containerd's filters cannot
+// tell a container's exit from an exec's (both IDs are random), and the task's delete comes too
+// late for that.
 func eventFilters(ns string) []string {
 	var filters []string
 	for _, topic := range []string{"/tasks/start", "/tasks/exit", "/tasks/delete", "/containers/create", "/containers/delete"} {
@@ -355,6 +356,7 @@ func (t *Tracker) handle(ctx context.Context, env *events.Envelope) {
 			return
 		}
 		changes = t.stopped(e.GetContainerID())
+		t.c.exits.containerExited(e.GetContainerID())
 	case *eventtypes.TaskDelete:
 		if e.GetID() != "" && e.GetID() != e.GetContainerID() {
 			return
