@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
@@ -87,6 +88,9 @@ type Manager struct {
 	log        *slog.Logger
 	results    *resultStore
 	jitter     func() float64 // in [0,1); replaced in tests
+	// errorLogs bounds the warnings of probe errors: with the runtime away every probe of
+	// the node errs at once, and one line each would flood the journal.
+	errorLogs *rate.Limiter
 
 	// onStart, if set, sees how late each probe started and whether the
 	// previous run of its worker overran the slot; for the benchmark.
@@ -111,6 +115,13 @@ type Manager struct {
 
 type containerRef struct{ podUID, container string }
 
+// The warnings of probe errors: up to errorLogBurst at once, then one per errorLogEvery; the
+// rest at debug level.
+const (
+	errorLogBurst = 20
+	errorLogEvery = 3 * time.Second
+)
+
 // NewManager returns a manager that reads container state from containers.
 // Call Run to start probing.
 func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
@@ -124,6 +135,7 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 		log:         slog.New(slog.DiscardHandler),
 		jitter:      rand.Float64,
 		execGrace:   defaultExecGrace,
+		errorLogs:   rate.NewLimiter(rate.Every(errorLogEvery), errorLogBurst),
 		wake:        make(chan struct{}, 1),
 		execPool:    pool{name: "exec", limit: DefaultExecConcurrency},
 		netPool:     pool{name: "network", limit: DefaultNetworkConcurrency},

@@ -87,6 +87,8 @@ type worker struct {
 	published  bool
 	pubResult  Result
 	pubMessage string
+	// erroring: the last run ended in a probe error, already logged.
+	erroring bool
 
 	// ctx lives as long as the worker: removal cancels a probe in flight,
 	// and a probe needs no context of its own.
@@ -166,11 +168,10 @@ func (w *worker) doProbe(ctx context.Context) {
 		return // stopped or removed mid-probe: the outcome means nothing
 	}
 	if err != nil {
-		if w.m.debug() {
-			w.logger().Debug("probe error, result discarded", "error", err)
-		}
+		w.probeError(c.ID, err)
 		return
 	}
+	w.erroring = false
 	// A container that died, or was replaced, while it was probed says nothing
 	// about its health: a refused connection to a process that just exited is
 	// not a failed probe.
@@ -192,6 +193,24 @@ func (w *worker) doProbe(ctx context.Context) {
 		return
 	}
 	w.publish(result, msg)
+}
+
+// probeError discards a run that ended in an error, as the kubelet does: the
+// published result stands. The first of a streak on a container that still
+// runs is a warning (within the manager's budget), for a probe that never
+// completes (an exec the runtime cannot start, say) would otherwise stay
+// Unknown without a word; errors of a container that stopped meanwhile are its
+// end, not news.
+func (w *worker) probeError(containerID string, err error) {
+	now, ok := w.m.containers.Container(w.key.PodUID, w.key.Container)
+	if w.erroring || !ok || now.ID != containerID || !now.Running || !w.m.errorLogs.AllowN(w.m.clock.Now(), 1) {
+		if w.m.debug() {
+			w.logger().Debug("probe error, result discarded", "error", err)
+		}
+		return
+	}
+	w.erroring = true
+	w.logger().Warn("probe error: the result is discarded until a run completes", "error", err)
 }
 
 // notRunning publishes Unknown for a container that has stopped. An exit is

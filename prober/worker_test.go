@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -367,20 +369,47 @@ func TestCapMessage(t *testing.T) {
 	}
 }
 
-// Nothing is logged per probe at the default level.
+// At the default level, the only per-probe record is one warning for each run of probe errors
+// on a running container: results and their changes are not logged.
 func TestQuietAtInfo(t *testing.T) {
 	var buf strings.Builder
 	h := newHarness(t, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
 	h.running("c1")
-	h.exec.push(ok, fail, oops, ok)
-	for i := 0; i < 4; i++ {
+	h.exec.push(ok, fail, oops, oops, oops, ok, oops)
+	for i := 0; i < 7; i++ {
 		h.probe(key("p"))
 	}
 	h.running("c2")
 	h.probe(key("p"))
-	if buf.Len() != 0 {
-		t.Fatalf("logged at Info: %s", buf.String())
+	lines := slices.Collect(strings.Lines(buf.String()))
+	if len(lines) != 2 {
+		t.Fatalf("logged %d records at Info, want 2 (one per run of errors):\n%s", len(lines), buf.String())
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "probe error") {
+			t.Errorf("logged at Info: %s", l)
+		}
+	}
+}
+
+// The warnings of probe errors are bounded for the whole engine: with the runtime away every
+// probe errs at once.
+func TestProbeErrorWarningsBounded(t *testing.T) {
+	var buf strings.Builder
+	h := newHarness(t, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	var ds []Desired
+	for i := range 3 * errorLogBurst {
+		ds = append(ds, desired(fmt.Sprint("p", i), execSpec(threshold(1, 1))))
+	}
+	h.m.Sync(ds)
+	h.running("c1")
+	for _, d := range ds {
+		h.exec.push(oops)
+		h.probe(d.Key)
+	}
+	if n := strings.Count(buf.String(), "probe error"); n != errorLogBurst {
+		t.Fatalf("%d warnings for %d probes erring at once, want the budget's %d", n, len(ds), errorLogBurst)
 	}
 }
 
@@ -391,13 +420,15 @@ func TestDebugLogFields(t *testing.T) {
 	h := newHarness(t, WithLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
 	h.running("c1")
-	h.exec.push(fail, oops)
-	h.probe(key("p"))
-	h.probe(key("p"))
+	h.exec.push(fail, oops, oops)
+	for range 3 {
+		h.probe(key("p"))
+	}
 
 	want := map[string]map[string]any{
-		"probe result changed Failure":  {"result": Failure.String(), "message": "bad"},
-		"probe error, result discarded": {"error": context.Canceled.Error()},
+		"probe result changed Failure":                               {"result": Failure.String(), "message": "bad"},
+		"probe error: the result is discarded until a run completes": {"level": "WARN", "error": context.Canceled.Error()},
+		"probe error, result discarded":                              {"error": context.Canceled.Error()},
 	}
 	for line := range strings.Lines(buf.String()) {
 		var rec map[string]any

@@ -2,7 +2,10 @@
 
 package rig
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // A rig's cleanup takes only what is its own, never that of a rig beside it whose name starts with
 // its own (probeshim-rig and probeshim-rig-crr).
@@ -20,5 +23,26 @@ func TestOwnNamesOnly(t *testing.T) {
 	}
 	if got := PackageRigName("/tmp/go-build1/b001/restart.test"); got != "probeshim-rig-restart" {
 		t.Errorf("PackageRigName: %q", got)
+	}
+}
+
+// While another rig lives, a teardown removes no folder of the machine's fixed paths, empty or not
+// (e2e/packaged's container binds /run/containerd/fifo); the last one removes the empty ones.
+func TestFixedFoldersStayWhileOthersLive(t *testing.T) {
+	top := t.TempDir()
+	fifo := top + "/fifo"
+	if err := os.Mkdir(fifo, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cleanFixedPath(top, "/var/lib/probeshim-rig-x", false, true)
+	if _, err := os.Stat(fifo); err != nil {
+		t.Fatalf("a teardown beside another rig removed an empty folder: %v", err)
+	}
+	cleanFixedPath(top, "/var/lib/probeshim-rig-x", true, false)
+	if _, err := os.Stat(fifo); !os.IsNotExist(err) {
+		t.Fatalf("the last teardown left the empty folder %s: %v", fifo, err)
+	}
+	if _, err := os.Stat(top); err != nil {
+		t.Fatalf("the last teardown removed the top folder it did not create: %v", err)
 	}
 }

@@ -187,10 +187,10 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	// the last rig to go puts them back (see others.go).
 	last := len(otherLiveRigs(st.Dir)) == 0
 	for _, p := range []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd"} {
-		cleanFixedPath(p, st.Dir, last && contains(st.Created, p))
+		cleanFixedPath(p, st.Dir, last, contains(st.Created, p))
 	}
 	if last && contains(st.Created, "/var/lib/cni") {
-		cleanFixedPath("/var/lib/cni", st.Dir, true)
+		cleanFixedPath("/var/lib/cni", st.Dir, true, true)
 	}
 	if st.Sysctls != nil && last {
 		if err := restoreSysctls(st.Sysctls); err != nil {
@@ -252,10 +252,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// cleanFixedPath removes, below p, unix sockets nobody listens on any more,
-// symlinks into dir, and then every folder left empty; p itself only when
-// removeTop is set (the rig created it).
-func cleanFixedPath(p, dir string, removeTop bool) {
+// cleanFixedPath removes, below p, unix sockets nobody listens on any more and
+// symlinks into dir; when last (no other rig lives), also every folder left
+// empty, and p itself when removeTop is set too (the rig created it). While
+// another rig lives, an empty folder may be in use: e2e/packaged's container
+// binds /run/containerd/fifo, and its execs fail for good once the host's
+// folder is removed from under the bind.
+func cleanFixedPath(p, dir string, last, removeTop bool) {
 	var walk func(string) bool // reports whether the path is gone
 	walk = func(path string) bool {
 		st, err := os.Lstat(path)
@@ -279,7 +282,7 @@ func cleanFixedPath(p, dir string, removeTop bool) {
 					empty = false
 				}
 			}
-			if empty && (path != p || removeTop) {
+			if empty && last && (path != p || removeTop) {
 				return os.Remove(path) == nil
 			}
 		}
