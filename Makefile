@@ -25,8 +25,10 @@ ROW ?=
 ROW2_E2E_PKGS ?= ./e2e/node/ ./e2e/cluster/ ./e2e/crr/ ./e2e/criproxy/ ./e2e/packaged/
 E2E_TIMEOUT ?= 60m
 # E2E_P: how many e2e packages run side by side, each on a rig of its own (rig.PackageRigName); most
-# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig.
+# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. Row 1
+# has the package tests beside it in make test; row 2 (E2E_P2) has the machine to itself.
 E2E_P ?= 2
+E2E_P2 ?= 3
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 # Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
@@ -58,19 +60,13 @@ integration:
 		$(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT) -stage integration
 
 ## test: everything CI runs — unit and integration tests, the package tests and the real-component suites
-## on every row of the matrix (TEST_ROWS), stopping at the first stage that fails. It ends with the time
-## table: each stage's wall time and the 15 slowest suites and tests (kept in $(TEST_TIMES)).
+## on every row of the matrix (TEST_ROWS), stopping after the first stage that fails; the package tests run
+## beside the e2e rows (hack/test.sh). It ends with the time table: each stage's wall time and the 15
+## slowest suites and tests (kept in $(TEST_TIMES)).
 TEST_ROWS ?= $(ROWS)
 TEST_TIMES ?= dist/test-times.jsonl
 test:
-	@mkdir -p $(dir $(TEST_TIMES)); rm -f $(TEST_TIMES); export PROBESHIM_TEST_TIMES=$(abspath $(TEST_TIMES)); rc=0; \
-	for stage in unit integration package-test; do \
-		t0=$$SECONDS; $(MAKE) --no-print-directory $$stage || rc=1; \
-		echo "{\"stage\":\"$$stage\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
-		[ $$rc = 0 ] || break; \
-	done; \
-	[ $$rc != 0 ] || $(MAKE) --no-print-directory e2e ROW="$(TEST_ROWS)" || rc=1; \
-	echo; $(GO) run ./hack/testreport -table $$PROBESHIM_TEST_TIMES; exit $$rc
+	@MAKE="$(MAKE)" TEST_ROWS="$(TEST_ROWS)" PROBESHIM_TEST_TIMES=$(abspath $(TEST_TIMES)) hack/test.sh
 
 ## packages: the .deb and .rpm of the node service in dist/ (nfpm; version from git), linted.
 packages: deps-lint
@@ -108,11 +104,11 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	for row in $${rows#* }; do [ $$row = $${rows%% *} ] || nice -n 19 e2e/rowenv.sh $$row >/dev/null & done; \
 	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); rc=0; \
 	for row in $$rows; do \
-		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
+		pkgs="$(E2E_PKGS)" p=$(E2E_P); [ $$row = k1.37-c2.4 ] || { pkgs="$(ROW2_E2E_PKGS)"; p=$(E2E_P2); }; \
 		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
 		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
-		t0=$$SECONDS; ( [ $(E2E_P) = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
-			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $(E2E_P) $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
+		t0=$$SECONDS; ( [ $$p = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
+			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $$p $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
 		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
 	done; exit $$rc
 

@@ -41,6 +41,9 @@ if [[ $(id -u) != 0 ]]; then
 	echo "  install them as root: apt-get install --no-install-recommends ${missing[*]}" >&2
 	exit 1
 fi
+# make test runs stages side by side, and apt-get update does not wait for another's lock: one at a time.
+exec 9>/run/lock/probeshim-ensure-packages.lock
+flock 9
 echo "installing Debian packages for $*: ${missing[*]}" >&2
 apt=(apt-get -o DPkg::Lock::Timeout=300 -q)
 "${apt[@]}" update >/dev/null
