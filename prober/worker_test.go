@@ -5,8 +5,8 @@ package prober
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"

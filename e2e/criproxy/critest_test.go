@@ -240,7 +240,6 @@ func reasonsOf(names []string, reasons map[string]string) string {
 	return b.String()
 }
 
-// diff returns what is only in a and only in b (both sorted).
 // critestFlaky are specs whose outcome on the rig changes from run to run, whatever the runtime
 // is reached through: the OOM kill's event reaches containerd 1.7 late now and then (the spec
 // then times out after 60 s, seen against containerd directly on row 2).
@@ -258,6 +257,7 @@ func dropFlaky(t *testing.T, names []string) []string {
 	})
 }
 
+// diff returns what is only in a and only in b (both sorted).
 func diff(a, b []string) (onlyA, onlyB []string) {
 	for _, x := range a {
 		if _, ok := slices.BinarySearch(b, x); !ok {

@@ -231,7 +231,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 			return prober.ExecResult{}, true, wrapErr(err, "wait for exec in container %s", containerID)
 		}
 		exited = true
-		if code == sigkillExit && ended != nil && endedWithin(ended, containerEndWait) {
+		if killedWithContainer(code, ended) {
 			// Killed because its container died, as every process left in a PID namespace
 			// is when its init exits: no verdict on the container's health.
 			return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, errDiedWithContainer)
@@ -277,6 +277,12 @@ const containerEndWait = 2 * time.Second
 
 // errDiedWithContainer: the exec was killed because its container's process exited.
 var errDiedWithContainer = errors.New("killed as its container exited")
+
+// killedWithContainer tells whether an exec that exited with code was killed because its
+// container died: SIGKILLed, and ended (nil without an event stream) closes soon after.
+func killedWithContainer(code uint32, ended <-chan struct{}) bool {
+	return code == sigkillExit && ended != nil && endedWithin(ended, containerEndWait)
+}
 
 // endedWithin tells whether ended is closed within d.
 func endedWithin(ended <-chan struct{}, d time.Duration) bool {
