@@ -65,16 +65,7 @@ func BenchmarkRealExecCPU(b *testing.B) {
 	r := realContainerd(b)
 	p := r.runPod(b, false)
 	id := r.runContainer(b, p, "app", 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	tr := NewTracker(r.client, nil)
-	done := make(chan struct{})
-	go func() { tr.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-tr.Synced():
-	case <-time.After(time.Minute):
-		b.Fatal("tracker not synced within a minute")
-	}
+	ctx := followEvents(b, r)
 	cmd := []string{"/bin/cat", "/etc/hostname"}
 	run := func() {
 		if res, err := r.client.Exec(ctx, id, cmd, 10*time.Second); err != nil || res.ExitCode != 0 {

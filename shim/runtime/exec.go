@@ -387,15 +387,11 @@ func drain(pio cio.IO, d time.Duration) bool {
 		pio.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
+	if endedWithin(done, d) {
 		return true
-	case <-t.C:
-		pio.Cancel() // closes the FIFOs, which ends the copy
-		return false
 	}
+	pio.Cancel() // closes the FIFOs, which ends the copy
+	return false
 }
 
 func (c *Client) execTarget(ctx context.Context, containerID string) (*execTarget, bool, error) {

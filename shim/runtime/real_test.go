@@ -478,7 +478,7 @@ func TestRealExecExitFromEvents(t *testing.T) {
 
 // followEvents runs a Tracker on r's client, as the service does, until the test ends, and
 // returns a context that ends with it.
-func followEvents(t *testing.T, r *rig) context.Context {
+func followEvents(t testing.TB, r *rig) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tr := NewTracker(r.client, nil)
