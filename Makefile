@@ -25,10 +25,9 @@ ROW ?=
 ROW2_E2E_PKGS ?= ./e2e/node/ ./e2e/cluster/ ./e2e/crr/ ./e2e/criproxy/ ./e2e/packaged/
 E2E_TIMEOUT ?= 60m
 # E2E_P: how many e2e packages run side by side, each on a rig of its own (rig.PackageRigName); most
-# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. Row 1
-# has the package tests beside it in make test; row 2 (E2E_P2) has the machine to itself.
+# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. At 3,
+# row 2's tenant-isolation and hand-over timings failed on 2 cores (5 s where 1 s is due).
 E2E_P ?= 2
-E2E_P2 ?= 3
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 # Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
@@ -104,11 +103,11 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	for row in $${rows#* }; do [ $$row = $${rows%% *} ] || nice -n 19 e2e/rowenv.sh $$row >/dev/null & done; \
 	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); rc=0; \
 	for row in $$rows; do \
-		pkgs="$(E2E_PKGS)" p=$(E2E_P); [ $$row = k1.37-c2.4 ] || { pkgs="$(ROW2_E2E_PKGS)"; p=$(E2E_P2); }; \
+		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
 		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
 		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
-		t0=$$SECONDS; ( [ $$p = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
-			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $$p $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
+		t0=$$SECONDS; ( [ $(E2E_P) = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
+			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $(E2E_P) $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
 		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
 	done; exit $$rc
 

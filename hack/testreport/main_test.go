@@ -95,11 +95,11 @@ func TestTimes(t *testing.T) {
 		t.Fatalf("times %+v, want TestA, TestB and the package", r.times)
 	}
 	path := filepath.Join(t.TempDir(), "times.jsonl")
-	stages := []timing{{Stage: "unit", Seconds: 20}, {Stage: "e2e k1.37-c2.4", Seconds: 600}}
+	stages := []timing{{Stage: "unit", Seconds: 20}, {Stage: "e2e k1.37-c2.4", Seconds: 600}, {Stage: "package-test", Beside: "e2e", Seconds: 180}}
 	if err := appendTimes(path, stages[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := appendTimes(path, append(r.times, stages[1])); err != nil {
+	if err := appendTimes(path, append(r.times, stages[1:]...)); err != nil {
 		t.Fatal(err)
 	}
 	ts, err := readTimes(path)
@@ -109,7 +109,7 @@ func TestTimes(t *testing.T) {
 	var out strings.Builder
 	table(&out, ts)
 	got := out.String()
-	for _, want := range []string{`unit +20s`, `e2e k1\.37-c2\.4 +10m0s`, `total +10m20s`, `the 3 slowest`, `12\.5s +suite +unit +p/a\n`} {
+	for _, want := range []string{`unit +20s`, `e2e k1\.37-c2\.4 +10m0s`, `total +10m20s`, `package-test +3m0s  \(beside e2e\)`, `the 3 slowest`, `12\.5s +suite +unit +p/a\n`} {
 		if !regexp.MustCompile(want).MatchString(got) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}

@@ -17,9 +17,11 @@ import (
 
 // timing is one line of the times file (PROBESHIM_TEST_TIMES, JSON lines): a stage's wall time as
 // the Makefile measured it (Test and Package empty), or a package's or top-level test's elapsed
-// time as go test reported it.
+// time as go test reported it. Beside names the stages a stage ran beside: its time is not part of
+// the total wall time.
 type timing struct {
 	Stage   string  `json:"stage"`
+	Beside  string  `json:"beside,omitempty"`
 	Package string  `json:"package,omitempty"`
 	Test    string  `json:"test,omitempty"`
 	Seconds float64 `json:"seconds"`
@@ -79,8 +81,9 @@ func readTimes(path string) ([]timing, error) {
 // slowest is how many suites or tests the table lists.
 const slowest = 15
 
-// table prints the stages' wall times in the order they ran, their sum, and the slowest packages
-// ("suite": a test binary, its rig included) and top-level tests of all stages.
+// table prints the stages' wall times in the order they ran, the total wall time (the sum of those
+// that ran one after another), and the slowest packages ("suite": a test binary, its rig included)
+// and top-level tests of all stages.
 func table(w io.Writer, ts []timing) {
 	var stages, items []timing
 	for _, t := range ts {
@@ -94,6 +97,10 @@ func table(w io.Writer, ts []timing) {
 	fmt.Fprintln(w, "== time per stage")
 	var total float64
 	for _, s := range stages {
+		if s.Beside != "" {
+			fmt.Fprintf(w, "  %-28s %10s  (beside %s)\n", s.Stage, d(s.Seconds), s.Beside)
+			continue
+		}
 		fmt.Fprintf(w, "  %-28s %10s\n", s.Stage, d(s.Seconds))
 		total += s.Seconds
 	}
