@@ -28,6 +28,9 @@ E2E_TIMEOUT ?= 60m
 # of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. At 3,
 # row 2's tenant-isolation and hand-over timings failed on 2 cores (5 s where 1 s is due).
 E2E_P ?= 2
+# The slowest e2e packages (make test's table) start first, so that none of them starts last alone.
+E2E_SLOW_FIRST := twonode decider criproxy node crr cluster upgrade
+slow_first = $(foreach s,$(E2E_SLOW_FIRST),$(filter %/e2e/$(s),$(1))) $(filter-out $(addprefix %/e2e/,$(E2E_SLOW_FIRST)),$(1))
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
 # Tests run through hack/testreport: go test's usual lines, one closing "N passed, N failed, N skipped",
@@ -103,7 +106,8 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	for row in $${rows#* }; do [ $$row = $${rows%% *} ] || nice -n 19 e2e/rowenv.sh $$row >/dev/null & done; \
 	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); rc=0; \
 	for row in $$rows; do \
-		pkgs="$(E2E_PKGS)"; [ $$row = k1.37-c2.4 ] || pkgs="$(ROW2_E2E_PKGS)"; \
+		pkgs="$(call slow_first,$(shell $(GO) list $(E2E_PKGS)))"; \
+		[ $$row = k1.37-c2.4 ] || pkgs="$(call slow_first,$(shell $(GO) list $(ROW2_E2E_PKGS)))"; \
 		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
 		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
 		t0=$$SECONDS; ( [ $(E2E_P) = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
