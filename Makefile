@@ -115,13 +115,14 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
 	done; exit $$rc
 
-## e2e-repeat: the e2e suites of ROW (default: row 1) N times in a row (default 5), stopping at the first
-## failing run: the check for flakes. Each run brings its packages' rigs up as make e2e does.
+## e2e-repeat: the e2e suites of ROW (default: row 1) N times in a row (default 5), every run whatever the
+## one before gave (a flake seen once is worth the next run's evidence too); it ends with which runs failed.
+## Each run brings its packages' rigs up as make e2e does.
 N ?= 5
 e2e-repeat:
-	@for i in $$(seq 1 $(N)); do echo "== e2e-repeat: run $$i of $(N)"; \
-		$(MAKE) --no-print-directory e2e ROW="$(or $(ROW),$(firstword $(ROWS)))" || { echo "e2e-repeat: run $$i of $(N) failed"; exit 1; }; \
-	done; echo "e2e-repeat: $(N) runs passed"
+	@failed=""; for i in $$(seq 1 $(N)); do echo "== e2e-repeat: run $$i of $(N)"; \
+		$(MAKE) --no-print-directory e2e ROW="$(or $(ROW),$(firstword $(ROWS)))" || failed="$$failed $$i"; \
+	done; [ -z "$$failed" ] || { echo "e2e-repeat: runs$$failed of $(N) failed"; exit 1; }; echo "e2e-repeat: $(N) runs passed"
 
 ## row-bins: the binaries of every row (or ROW's): Kubernetes, containerd, runc, built side by side into
 ## $(PROBESHIM_CACHE) (a cold build of all of them is about 25 minutes on 2 cores; a warm one a no-op).
