@@ -144,7 +144,9 @@ func (s *suite) reaction(t *testing.T) time.Duration {
 		s.waitState(t, probe, want, time.Minute)
 		slowest, slowestFlip = max(slowest, time.Since(done)), max(slowestFlip, done.Sub(start))
 	}
-	defer func() { t.Logf("the slowest flip (an exec into the pod) took %s", slowestFlip.Round(10*time.Millisecond)) }()
+	defer func() {
+		t.Logf("the slowest flip (an exec into the pod) took %s", slowestFlip.Round(10*time.Millisecond))
+	}()
 	setCode := func(code string) func() {
 		return func() {
 			if _, _, err := s.c.Exec(framework.Context(t, time.Minute), s.pod.Namespace, s.pod.Name, "web",
