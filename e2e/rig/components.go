@@ -224,6 +224,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %[5]q
+
+# NRI's socket is a fixed path (/var/run/nri/nri.sock): two rigs side by side would fight over it.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 `, filepath.Join(c, "root"), filepath.Join(c, "state"), n.ContainerdSocket(), n.ContainerdSocket()+".ttrpc",
 		filepath.Join(c, "opt"))
 	cni, runcRoot, runc := n.path("cni", "net.d"), n.path("run", "runc"), n.r.cfg.Runc
