@@ -52,7 +52,8 @@ type fakeExec struct {
 	calls    []execCall
 	outcomes []execOutcome
 	lastOut  execOutcome
-	hook     func(ctx context.Context) // runs inside Exec, e.g. to block
+	hook     func(ctx context.Context)               // runs inside Exec, e.g. to block
+	cmdHook  func(ctx context.Context, cmd []string) // the same, told the command
 }
 
 type execOutcome struct {
@@ -73,10 +74,13 @@ func (f *fakeExec) Exec(ctx context.Context, id string, cmd []string, timeout ti
 		f.lastOut, f.outcomes = f.outcomes[0], f.outcomes[1:]
 	}
 	o := f.lastOut
-	hook := f.hook
+	hook, cmdHook := f.hook, f.cmdHook
 	f.mu.Unlock()
 	if hook != nil {
 		hook(ctx)
+	}
+	if cmdHook != nil {
+		cmdHook(ctx, cmd)
 	}
 	return o.res, o.err
 }
@@ -84,6 +88,12 @@ func (f *fakeExec) Exec(ctx context.Context, id string, cmd []string, timeout ti
 func (f *fakeExec) setHook(h func(ctx context.Context)) {
 	f.mu.Lock()
 	f.hook = h
+	f.mu.Unlock()
+}
+
+func (f *fakeExec) setCmdHook(h func(ctx context.Context, cmd []string)) {
+	f.mu.Lock()
+	f.cmdHook = h
 	f.mu.Unlock()
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,12 @@ const (
 	DefaultNetworkConcurrency = 256
 )
 
+// DefaultNamespaceShare is the default per-namespace limit: a quarter of a
+// pool (8 execs, 64 network probes), so that up to three namespaces whose
+// probes all hang until their timeout still leave every other namespace a
+// quarter of each pool.
+func DefaultNamespaceShare(poolLimit int) int { return max(1, poolLimit/4) }
+
 // WithConcurrency bounds how many exec and network (HTTP, TCP, gRPC) probes
 // run at once; a value below 1 keeps the default. A due probe that finds its
 // pool full waits its turn, taken round-robin between namespaces, and is
@@ -64,6 +71,26 @@ func WithConcurrency(exec, network int) Option {
 		}
 		if network > 0 {
 			m.netPool.limit = network
+		}
+	}
+}
+
+// WithMaxTimeout caps every probe's timeout at d (0: no cap), whatever its
+// spec says: a running probe holds a runner of its pool until its timeout.
+func WithMaxTimeout(d time.Duration) Option { return func(m *Manager) { m.maxTimeout = d } }
+
+// WithNamespaceConcurrency bounds how many exec and network probes of one
+// namespace run at once, so that one tenant's probes that hang until their
+// timeout cannot hold every runner of the node; a namespace at its limit waits
+// while others' probes run. A value below 1 keeps the default
+// (DefaultNamespaceShare of the pool); one above the pool's limit is the pool's.
+func WithNamespaceConcurrency(exec, network int) Option {
+	return func(m *Manager) {
+		if exec > 0 {
+			m.execPool.nsLimit = exec
+		}
+		if network > 0 {
+			m.netPool.nsLimit = network
 		}
 	}
 }
@@ -83,6 +110,7 @@ type Manager struct {
 	exec       Execer
 	files      FileReader
 	execGrace  time.Duration // defaultExecGrace; shorter in tests
+	maxTimeout time.Duration // 0: none
 	network    Network
 	registerer prometheus.Registerer
 	log        *slog.Logger
@@ -148,6 +176,11 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	for _, p := range []*pool{&m.execPool, &m.netPool} {
 		p.jobs = make(chan job, p.limit)
 		p.queue.byNS = map[string][]job{}
+		p.running = map[string]int{}
+		if p.nsLimit < 1 {
+			p.nsLimit = DefaultNamespaceShare(p.limit)
+		}
+		p.nsLimit = min(p.nsLimit, p.limit)
 	}
 	if m.registerer != nil {
 		if err := m.registerer.Register(collector{m}); err != nil {
@@ -325,14 +358,51 @@ const LateAfter = time.Second
 // pool is a bounded set of runner goroutines for one kind of probe. Its
 // fields are guarded by Manager.mu, except jobs.
 type pool struct {
-	name  string
-	limit int
-	alive int      // runners, busy or idle
-	idle  int      // idle runners not yet promised a job through jobs
-	jobs  chan job // to idle runners; capacity limit, so a send never blocks
-	queue fairQueue
-	late  atomic.Uint64
-	delay startDelay
+	name    string
+	limit   int
+	nsLimit int            // jobs of one namespace running at once
+	running map[string]int // jobs running (or handed to a runner) by namespace
+	alive   int            // runners, busy or idle
+	idle    int            // idle runners not yet promised a job through jobs
+	jobs    chan job       // to idle runners; capacity limit, so a send never blocks
+	queue   fairQueue
+	late    atomic.Uint64
+	delay   startDelay
+	// lastLate is when a probe last started late (Unix nanoseconds; 0: never), lastLateBy how late.
+	lastLate, lastLateBy atomic.Int64
+}
+
+// PoolStatus is the state of one pool of runners, for the node's status.
+type PoolStatus struct {
+	Name                string // "exec" or "network"
+	Limit, PerNamespace int
+	// Running is the probes running now, Queued the due ones waiting for a runner (their pool
+	// or their namespace's share busy), Namespaces how many namespaces run probes.
+	Running, Queued, Namespaces int
+	// StartedLate counts the probes that started more than LateAfter after their time;
+	// LastLate is when the latest of them started (zero: never) and LastLateBy how late.
+	StartedLate uint64
+	LastLate    time.Time
+	LastLateBy  time.Duration
+}
+
+// Pools returns the state of the exec and the network pool.
+func (m *Manager) Pools() []PoolStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []PoolStatus
+	for _, p := range []*pool{&m.execPool, &m.netPool} {
+		st := PoolStatus{Name: p.name, Limit: p.limit, PerNamespace: p.nsLimit, Queued: p.queue.n,
+			Namespaces: len(p.running), StartedLate: p.late.Load(), LastLateBy: time.Duration(p.lastLateBy.Load())}
+		for _, n := range p.running {
+			st.Running += n
+		}
+		if t := p.lastLate.Load(); t != 0 {
+			st.LastLate = time.Unix(0, t)
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 func (m *Manager) poolFor(w *worker) *pool {
@@ -343,17 +413,38 @@ func (m *Manager) poolFor(w *worker) *pool {
 }
 
 // dispatchLocked hands j to an idle runner, starts a runner if the pool has
-// room, or else queues j until a runner is free.
+// room, or else queues j until a runner is free; a job whose namespace runs
+// its limit already is queued whatever the room.
+//
+// So a queued job that may run finds no room: a runner that ends a job takes
+// the next one that may (which the end of its own may just have allowed).
 func (p *pool) dispatchLocked(m *Manager, j job) {
 	switch {
+	case !p.mayRun(j.w.pod.namespace):
+		p.queue.push(j)
 	case p.idle > 0:
 		p.idle--
+		p.take(j)
 		p.jobs <- j
 	case p.alive < p.limit:
 		p.alive++
+		p.take(j)
 		go m.runner(p, j)
 	default:
 		p.queue.push(j)
+	}
+}
+
+func (p *pool) mayRun(namespace string) bool { return p.running[namespace] < p.nsLimit }
+
+// take and done count a job of the pool's namespaces from its hand-over to a
+// runner to its end.
+func (p *pool) take(j job) { p.running[j.w.pod.namespace]++ }
+
+func (p *pool) done(j job) {
+	ns := j.w.pod.namespace
+	if p.running[ns]--; p.running[ns] <= 0 {
+		delete(p.running, ns)
 	}
 }
 
@@ -366,7 +457,9 @@ func (m *Manager) runner(p *pool, j job) {
 	for {
 		m.runWorker(p, j)
 		m.mu.Lock()
-		if next, ok := p.queue.pop(); ok {
+		p.done(j)
+		if next, ok := p.queue.pop(p.mayRun); ok {
+			p.take(next)
 			m.mu.Unlock()
 			j = next
 			continue
@@ -397,7 +490,8 @@ func (m *Manager) runner(p *pool, j job) {
 
 // fairQueue holds due probes that wait for a runner: first in, first out
 // within a namespace, round-robin between namespaces, so that one tenant's
-// thousands of slow probes delay another's by one turn, not by all of them.
+// thousands of slow probes delay another's by one turn, not by all of them
+// (and, with the pool's per-namespace limit, never wait for all its runners).
 type fairQueue struct {
 	byNS  map[string][]job
 	order []string // namespaces with queued jobs, the next to run first
@@ -413,12 +507,15 @@ func (q *fairQueue) push(j job) {
 	q.n++
 }
 
-func (q *fairQueue) pop() (job, bool) {
-	if len(q.order) == 0 {
+// pop takes the first job of the first namespace in turn that may run; a
+// namespace that may not keeps its turn for when it may.
+func (q *fairQueue) pop(mayRun func(namespace string) bool) (job, bool) {
+	i := slices.IndexFunc(q.order, mayRun)
+	if i < 0 {
 		return job{}, false
 	}
-	ns := q.order[0]
-	q.order = q.order[1:]
+	ns := q.order[i]
+	q.order = slices.Delete(q.order, i, i+1)
 	jobs := q.byNS[ns]
 	j := jobs[0]
 	jobs[0] = job{}
@@ -439,6 +536,8 @@ func (m *Manager) runWorker(p *pool, j job) {
 	p.delay.observe(late)
 	if late > LateAfter {
 		p.late.Add(1)
+		p.lastLateBy.Store(int64(late))
+		p.lastLate.Store(m.clock.Now().UnixNano())
 		if m.debug() {
 			w.logger().Debug("probe started late: its pool of runners was busy or the node overloaded",
 				"pool", p.name, "late", late.Round(time.Millisecond))

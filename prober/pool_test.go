@@ -4,6 +4,7 @@ package prober
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ func execCmd(cmd string) func(*corev1.Probe) {
 // are counted and reported as late rather than dropped. Network probes have
 // their own pool and are not held up by busy execs.
 func TestPoolsBoundConcurrencyAndReportLateStarts(t *testing.T) {
-	h := newHarness(t, WithConcurrency(2, 0))
+	h := newHarness(t, WithConcurrency(2, 0), WithNamespaceConcurrency(2, 0))
 	h.running("c1")
 	var mu sync.Mutex
 	running, peak := 0, 0
@@ -113,7 +114,7 @@ func TestFairQueueRoundRobinsNamespaces(t *testing.T) {
 	}
 	var got []string
 	for {
-		j, ok := q.pop()
+		j, ok := q.pop(func(string) bool { return true })
 		if !ok {
 			break
 		}
@@ -124,6 +125,113 @@ func TestFairQueueRoundRobinsNamespaces(t *testing.T) {
 	}
 	if q.n != 0 || len(q.byNS) != 0 || len(q.order) != 0 {
 		t.Errorf("queue not empty after popping all: %+v", q)
+	}
+}
+
+// A namespace at its limit keeps its turn: the others are taken round-robin
+// past it, and it comes first once it may run again.
+func TestFairQueueSkipsNamespacesAtTheirLimit(t *testing.T) {
+	var q fairQueue
+	q.byNS = map[string][]job{}
+	mk := func(ns, name string) job {
+		return job{w: &worker{key: Key{Probe: name}, pod: podID{namespace: ns}}}
+	}
+	for _, j := range []job{mk("hog", "h1"), mk("hog", "h2"), mk("a", "a1"), mk("b", "b1"), mk("a", "a2")} {
+		q.push(j)
+	}
+	full := map[string]bool{"hog": true}
+	may := func(ns string) bool { return !full[ns] }
+	var got []string
+	pop := func() {
+		j, ok := q.pop(may)
+		if !ok {
+			got = append(got, "-")
+			return
+		}
+		got = append(got, j.w.key.Probe)
+	}
+	pop()
+	pop()
+	pop()
+	pop() // only the hog's jobs are left, and it may not run
+	full["hog"] = false
+	pop()
+	pop()
+	pop()
+	if want := "a1 b1 a2 - h1 h2 -"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+}
+
+// One namespace's probes that hang until their timeout hold at most its share
+// of the pool: another namespace's exec keeps running on time, every period,
+// while they hang (before the limit it waited for the hog's runners to free).
+func TestNamespaceLimitLeavesRunnersForOthers(t *testing.T) {
+	h := newHarness(t, WithConcurrency(4, 0), WithNamespaceConcurrency(2, 0))
+	h.running("c1")
+	var mu sync.Mutex
+	hogs, peak, others := 0, 0, 0
+	release := make(chan struct{})
+	h.exec.setCmdHook(func(_ context.Context, cmd []string) {
+		if cmd[0] != "hang" {
+			mu.Lock()
+			others++
+			mu.Unlock()
+			return
+		}
+		mu.Lock()
+		hogs++
+		peak = max(peak, hogs)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		hogs--
+		mu.Unlock()
+	})
+	var ds []Desired
+	for i := range 8 {
+		d := desired(fmt.Sprintf("hog-%d", i), execSpec(execCmd("hang"), period(1)))
+		d.Pod.Namespace = "hog"
+		ds = append(ds, d)
+	}
+	other := desired("other", execSpec(execCmd("true"), period(1)))
+	other.Pod.Namespace = "other"
+	h.m.Sync(append(ds, other))
+	h.m.dispatchDue()
+	eventually(t, "the hog's share running", func() bool { mu.Lock(); defer mu.Unlock(); return hogs == 2 })
+	for i := range 5 {
+		eventually(t, "the other namespace's probe to run", func() bool { mu.Lock(); defer mu.Unlock(); return others == i+1 })
+		h.clock.Step(time.Second)
+		h.m.dispatchDue()
+	}
+	if late := h.m.execPool.late.Load(); late != 0 {
+		t.Errorf("%d late starts while the hog held its share, want 0", late)
+	}
+	close(release)
+	h.m.inflight.Wait()
+	if peak != 2 {
+		t.Errorf("the hog ran %d execs at once, want its limit 2", peak)
+	}
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	if n := len(h.m.execPool.running); n != 0 {
+		t.Errorf("running counts left after every probe ended: %v", h.m.execPool.running)
+	}
+}
+
+// The per-namespace limit defaults to a quarter of the pool, and never
+// exceeds the pool.
+func TestNamespaceLimitDefaults(t *testing.T) {
+	h := newHarness(t)
+	if got := h.m.execPool.nsLimit; got != DefaultExecConcurrency/4 {
+		t.Errorf("exec limit per namespace %d, want %d", got, DefaultExecConcurrency/4)
+	}
+	if got := h.m.netPool.nsLimit; got != DefaultNetworkConcurrency/4 {
+		t.Errorf("network limit per namespace %d, want %d", got, DefaultNetworkConcurrency/4)
+	}
+	h = newHarness(t, WithConcurrency(2, 3), WithNamespaceConcurrency(5, 0))
+	if h.m.execPool.nsLimit != 2 || h.m.netPool.nsLimit != 1 {
+		t.Errorf("limits per namespace %d and %d, want 2 (the pool's) and 1", h.m.execPool.nsLimit, h.m.netPool.nsLimit)
 	}
 }
 
@@ -155,4 +263,53 @@ func TestPoolRunnersExitWhenIdle(t *testing.T) {
 		defer h.m.mu.Unlock()
 		return h.m.execPool.alive == 0 && h.m.execPool.idle == 0
 	})
+}
+
+// WithMaxTimeout caps a probe's timeout whatever its spec says (a NodePodProbe
+// written past admission's ceiling): the runner is held no longer.
+func TestMaxTimeoutCapsTheSpec(t *testing.T) {
+	h := newHarness(t, WithMaxTimeout(30*time.Second))
+	h.running("c1")
+	timeout := func(s int32) func(*corev1.Probe) { return func(p *corev1.Probe) { p.TimeoutSeconds = s } }
+	h.m.Sync([]Desired{desired("slow", execSpec(timeout(55)))})
+	h.advance(0)
+	if got := h.exec.last().timeout; got != 30*time.Second {
+		t.Errorf("a 55 s probe ran with timeout %s, want the 30 s cap", got)
+	}
+	h.m.Sync([]Desired{desired("slow", execSpec(timeout(5)))})
+	h.advance(10 * time.Second)
+	if got := h.exec.last().timeout; got != 5*time.Second {
+		t.Errorf("a 5 s probe ran with timeout %s, want its own", got)
+	}
+}
+
+// Pools reports each pool's limits, what runs and waits, and the latest late start.
+func TestPoolsStatus(t *testing.T) {
+	h := newHarness(t, WithConcurrency(4, 0), WithNamespaceConcurrency(2, 0))
+	h.running("c1")
+	release := make(chan struct{})
+	h.exec.setHook(func(context.Context) { <-release })
+	var ds []Desired
+	for i := range 3 {
+		d := desired(fmt.Sprintf("hog-%d", i), execSpec())
+		d.Pod.Namespace = "hog"
+		ds = append(ds, d)
+	}
+	h.m.Sync(ds)
+	h.m.dispatchDue()
+	eventually(t, "two execs started", func() bool { return h.exec.count() == 2 })
+	h.clock.Step(2 * time.Second)
+	got := h.m.Pools()
+	if want := (PoolStatus{Name: "exec", Limit: 4, PerNamespace: 2, Running: 2, Queued: 1, Namespaces: 1}); got[0] != want {
+		t.Errorf("exec pool %+v, want %+v", got[0], want)
+	}
+	if got[1].Name != "network" || got[1].Limit != DefaultNetworkConcurrency || got[1].Running != 0 {
+		t.Errorf("network pool %+v", got[1])
+	}
+	close(release)
+	h.m.inflight.Wait()
+	got = h.m.Pools()
+	if got[0].StartedLate != 1 || got[0].LastLateBy != 2*time.Second || !got[0].LastLate.Equal(h.clock.Now()) || got[0].Running != 0 {
+		t.Errorf("after the queued probe started 2 s late: %+v", got[0])
+	}
 }

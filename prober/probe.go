@@ -31,6 +31,9 @@ const (
 // run at all; its result is discarded.
 func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID string) (Result, string, error) {
 	timeout := cfg.timeout()
+	if m.maxTimeout > 0 {
+		timeout = min(timeout, m.maxTimeout)
+	}
 	h := &cfg.spec.ProbeHandler
 	if n := countHandlers(h); n != 1 {
 		// A spec error is the user's to fix: say so in status rather than

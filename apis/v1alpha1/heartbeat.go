@@ -5,6 +5,7 @@ package v1alpha1
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -30,7 +31,41 @@ const (
 	NodeServiceSilent = "Silent"
 	// NodeServiceNoLease: no Lease yet, and no results that a silence would make stale.
 	NodeServiceNoLease = "NoLease"
+
+	// AnnotationProbesLate, on the heartbeat Lease (written by the node service) and on the
+	// node's NodePodProbe (copied by the deployment when it changes), says which of the node's
+	// probes start late and why, while they do: the node service is live, but its results are
+	// older than their periods say. At most MaxProbesLateBytes.
+	AnnotationProbesLate = "probeshim.io/probes-late"
+	MaxProbesLateBytes   = 512
 )
+
+// SetProbesLate sets obj's probes-late annotation to note, bounded, or removes it when note is "".
+func SetProbesLate(obj metav1.Object, note string) {
+	a := obj.GetAnnotations()
+	switch {
+	case note != "":
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[AnnotationProbesLate] = TruncateProbesLate(note)
+		obj.SetAnnotations(a)
+	case a != nil:
+		delete(a, AnnotationProbesLate)
+	}
+}
+
+// TruncateProbesLate bounds a probes-late note to MaxProbesLateBytes, on a rune boundary.
+func TruncateProbesLate(s string) string {
+	if len(s) <= MaxProbesLateBytes {
+		return s
+	}
+	s = s[:MaxProbesLateBytes-len("…")]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
 
 // NodeServiceSilence reports whether the node service of npp's node is recorded as silent, and
 // since when.

@@ -39,6 +39,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
 )
 
@@ -205,7 +206,7 @@ func (r *Relay) serve(req *http.Request) (*heartbeatapi.Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), r.o.Timeout)
 	defer cancel()
-	lease, err := r.renew(ctx, st, node, body.LeaseDurationSeconds)
+	lease, err := r.renew(ctx, st, node, body.LeaseDurationSeconds, body.ProbesLate)
 	if err != nil {
 		return nil, err
 	}
@@ -263,13 +264,14 @@ func (r *Relay) state(node string) *nodeState {
 // renew writes the Lease of node as the node service would (shim/heartbeat): holder the node,
 // renewTime now; one update of the Lease as last written, a read (and a create) only at first,
 // after a conflict or when it is gone. A new Lease is owned by its Node.
-func (r *Relay) renew(ctx context.Context, st *nodeState, node string, seconds int32) (*coordinationv1.Lease, error) {
+func (r *Relay) renew(ctx context.Context, st *nodeState, node string, seconds int32, probesLate string) (*coordinationv1.Lease, error) {
 	leases := r.o.Client.CoordinationV1().Leases(r.o.Namespace)
 	now := metav1.NewMicroTime(r.o.Clock.Now())
 	fill := func(l *coordinationv1.Lease) {
 		l.Spec.HolderIdentity = ptr.To(node)
 		l.Spec.LeaseDurationSeconds = ptr.To(seconds)
 		l.Spec.RenewTime = &now
+		v1alpha1.SetProbesLate(l, probesLate)
 	}
 	r.mu.Lock()
 	latest := st.latest

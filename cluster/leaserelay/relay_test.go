@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
 	"github.com/probeshim/probeshim/internal/testpki"
 )
@@ -114,6 +115,35 @@ func TestKubeletIdentityRenews(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(x.relay.requests.WithLabelValues("renewed")); got != 2 {
 		t.Fatalf("renewed = %v", got)
+	}
+}
+
+// The node's probes-late note lands on its Lease, bounded, and goes when a renewal carries none.
+func TestProbesLateNote(t *testing.T) {
+	trusted := newCA(t)
+	x := newHarness(t, trusted)
+	cert := trusted.valid(t, "system:node:node-a", "system:nodes")
+	note := func() (string, bool) {
+		l, err := x.client.CoordinationV1().Leases(ns).Get(context.Background(), "node-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := l.Annotations[v1alpha1.AnnotationProbesLate]
+		return v, ok
+	}
+	b, _ := json.Marshal(heartbeatapi.Request{Node: "node-a", LeaseDurationSeconds: 40, ProbesLate: "exec probes start late: " + strings.Repeat("x", 800)})
+	if rec := x.post(cert, string(b)); rec.Code != http.StatusOK {
+		t.Fatalf("answer %d: %s", rec.Code, rec.Body)
+	}
+	if v, _ := note(); !strings.HasPrefix(v, "exec probes start late: ") || len(v) > v1alpha1.MaxProbesLateBytes {
+		t.Errorf("annotation %q (%d bytes), want the note within %d bytes", v, len(v), v1alpha1.MaxProbesLateBytes)
+	}
+	x.clock.Step(10 * time.Second)
+	if rec := x.post(cert, heartbeat("node-a")); rec.Code != http.StatusOK {
+		t.Fatalf("answer %d: %s", rec.Code, rec.Body)
+	}
+	if v, ok := note(); ok {
+		t.Errorf("annotation %q left by a renewal without a note", v)
 	}
 }
 

@@ -153,7 +153,7 @@ func startEnv(assets string) (func(), error) {
 	wo := env.WebhookInstallOptions
 	srv := webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
 	testEnv.calls = &callCounter{counts: map[string]int{}}
-	Register(testEnv.calls.wrap(srv), admin, admin)
+	Register(testEnv.calls.wrap(srv), admin, admin, Options{})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()
 	stop = func() {

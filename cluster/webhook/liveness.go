@@ -46,6 +46,8 @@ type LivenessMutator struct {
 	// owns the NodePodProbes, so nothing would run a moved probe. While it holds, the pod is
 	// admitted as sent, its livenessProbe left to the kubelet.
 	Hold func() string
+	// MaxTimeoutSeconds is the ceiling on the moved probes' timeoutSeconds (0: none).
+	MaxTimeoutSeconds int32
 }
 
 var _ admission.Handler = LivenessMutator{}
@@ -71,7 +73,7 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 		return admission.Allowed("mirror pod: the kubelet runs the static pod's own probes")
 	}
 
-	probes, moved, errs := livenessContext(pod)
+	probes, moved, errs := livenessContext(pod, m.MaxTimeoutSeconds)
 	if len(errs) > 0 {
 		return denyPod(pod, req.Namespace, errs)
 	}
@@ -123,7 +125,7 @@ func probedContainers(pod *corev1.Pod) []probedContainer {
 // the liveness probe of every container that has one in its spec, plus the entries an earlier
 // pass already recorded for the others. It returns no entries when no container has a liveness
 // probe in its spec, so such a pod stays unchanged.
-func livenessContext(pod *corev1.Pod) ([]v1alpha1.ContainerLivenessProbe, []probedContainer, field.ErrorList) {
+func livenessContext(pod *corev1.Pod, maxTimeout int32) ([]v1alpha1.ContainerLivenessProbe, []probedContainer, field.ErrorList) {
 	annPath := field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationContainerProbeContext)
 	containers := probedContainers(pod)
 	var errs field.ErrorList
@@ -143,6 +145,7 @@ func livenessContext(pod *corev1.Pod) ([]v1alpha1.ContainerLivenessProbe, []prob
 			if p.Name != "" && !names[p.Name] {
 				errs = append(errs, field.NotFound(annPath.Index(i).Child("name"), p.Name))
 			}
+			errs = append(errs, validation.ValidateTimeoutCeiling(&p.LivenessProbe, maxTimeout, annPath.Index(i).Child("livenessProbe"))...)
 			recorded[p.Name] = p
 		}
 	}
@@ -154,8 +157,9 @@ func livenessContext(pod *corev1.Pod) ([]v1alpha1.ContainerLivenessProbe, []prob
 		case pc.c.LivenessProbe != nil:
 			// The pod IP is not known at CREATE; the shared validation then accepts loopback Host
 			// headers only, which is what a probe dialled inside the pod's netns can reach anyway.
-			errs = append(errs, validation.ValidateProbe(pc.c.LivenessProbe, validation.ProbeOptions{Liveness: true},
-				field.NewPath("spec", pc.list).Index(pc.idx).Child("livenessProbe"))...)
+			path := field.NewPath("spec", pc.list).Index(pc.idx).Child("livenessProbe")
+			errs = append(errs, validation.ValidateProbe(pc.c.LivenessProbe, validation.ProbeOptions{Liveness: true}, path)...)
+			errs = append(errs, validation.ValidateTimeoutCeiling(pc.c.LivenessProbe, maxTimeout, path)...)
 			probes = append(probes, v1alpha1.ContainerLivenessProbe{Name: pc.c.Name, LivenessProbe: *pc.c.LivenessProbe})
 			moved = append(moved, pc)
 		case recorded[pc.c.Name].Name != "":

@@ -267,3 +267,31 @@ func TestLivenessMutatorLoopbackNeedsPortForward(t *testing.T) {
 		t.Errorf("hostNetwork pod with pods/portforward: %+v", resp.Result)
 	}
 }
+
+// An enhanced liveness probe above the cluster's timeout ceiling is refused on its field, whether
+// in the container's spec or already in the probe context annotation.
+func TestLivenessMutatorTimeoutCeiling(t *testing.T) {
+	const opted = `"apps.kruise.io/using-enhanced-liveness":"true"`
+	m := LivenessMutator{MaxTimeoutSeconds: 30}
+	for _, tc := range []struct{ pod, field string }{
+		{`{"metadata":{"name":"p","annotations":{` + opted + `}},"spec":{"containers":[{"name":"main","image":"busybox",
+			"livenessProbe":{"exec":{"command":["true"]},"timeoutSeconds":55}}]}}`, "spec.containers[0].livenessProbe.timeoutSeconds"},
+		{`{"metadata":{"name":"p","annotations":{` + opted + `,
+			"apps.kruise.io/container-probe-context":"[{\"name\":\"side\",\"livenessProbe\":{\"exec\":{\"command\":[\"true\"]},\"timeoutSeconds\":31}}]"}},
+			"spec":{"containers":[{"name":"side","image":"busybox"},{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`,
+			"metadata.annotations[apps.kruise.io/container-probe-context][0].livenessProbe.timeoutSeconds"},
+	} {
+		resp := m.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
+		if resp.Allowed {
+			t.Fatalf("admitted above the ceiling: %s", tc.pod)
+		}
+		if c := resp.Result.Details.Causes; len(c) != 1 || c[0].Field != tc.field || !strings.Contains(c[0].Message, "must be at most 30") {
+			t.Errorf("causes %+v, want one on %s", c, tc.field)
+		}
+	}
+	ok := `{"metadata":{"name":"p","annotations":{` + opted + `}},"spec":{"containers":[{"name":"main","image":"busybox",
+		"livenessProbe":{"exec":{"command":["true"]},"timeoutSeconds":30}}]}}`
+	if resp := m.Handle(context.Background(), podRequest(t, admissionv1.Create, ok)); !resp.Allowed {
+		t.Errorf("a timeout at the ceiling refused: %+v", resp.Result)
+	}
+}

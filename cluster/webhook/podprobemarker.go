@@ -37,8 +37,12 @@ type AccessReviewer interface {
 // pods/exec) may instead be granted the verb "exec" on podprobemarkers.apps.kruise.io
 // (VerbExecMarkers; cluster/deploy/rbac-exec-markers.yaml ships such a role, bound to nobody):
 // an admin's explicit statement that this subject may have commands run through markers.
+//
+// A new or changed probe timeout above MaxTimeoutSeconds (0: none) is refused; one that was there
+// before a lower ceiling stays, so that the marker's other edits still pass.
 type PodProbeMarkerValidator struct {
-	Reviewer AccessReviewer
+	Reviewer          AccessReviewer
+	MaxTimeoutSeconds int32
 }
 
 var _ admission.Handler = &PodProbeMarkerValidator{}
@@ -63,6 +67,7 @@ func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Requ
 	default:
 		return admission.Allowed("")
 	}
+	errs = append(errs, v.timeoutCeiling(ppm, old)...)
 	if len(errs) > 0 {
 		return denied(apierrors.NewInvalid(v1alpha1.SchemeGroupVersion.WithKind("PodProbeMarker").GroupKind(), ppm.Name, errs))
 	}
@@ -144,6 +149,26 @@ func loopbackField(p *v1alpha1.PodContainerProbe, probePath *field.Path) *field.
 
 // firstChangedProbe returns the index of the first probe of ppm for which match holds and that
 // old does not have with the same name, container and handler, or -1. old is nil on create.
+// timeoutCeiling refuses the probes whose timeout is above the ceiling and new or changed.
+func (v *PodProbeMarkerValidator) timeoutCeiling(ppm, old *v1alpha1.PodProbeMarker) field.ErrorList {
+	before := map[string]int32{}
+	if old != nil {
+		for _, p := range old.Spec.Probes {
+			before[p.Name] = p.Probe.TimeoutSeconds
+		}
+	}
+	var errs field.ErrorList
+	for i := range ppm.Spec.Probes {
+		p := &ppm.Spec.Probes[i]
+		if t, ok := before[p.Name]; ok && t == p.Probe.TimeoutSeconds {
+			continue
+		}
+		errs = append(errs, validation.ValidateTimeoutCeiling(&p.Probe.Probe, v.MaxTimeoutSeconds,
+			field.NewPath("spec", "probes").Index(i).Child("probe"))...)
+	}
+	return errs
+}
+
 func firstChangedProbe(ppm, old *v1alpha1.PodProbeMarker, match func(*v1alpha1.PodContainerProbe) bool) int {
 	before := map[string]*v1alpha1.PodContainerProbe{}
 	if old != nil {

@@ -292,3 +292,40 @@ func TestPodProbeMarkerPortForwardCheck(t *testing.T) {
 		})
 	}
 }
+
+// A probe timeout above the cluster's ceiling is refused on its field when new or changed; one
+// that was there before a lower ceiling does not block the marker's other edits.
+func TestPodProbeMarkerTimeoutCeiling(t *testing.T) {
+	v := &PodProbeMarkerValidator{Reviewer: &fakeReviewer{allowed: true}, MaxTimeoutSeconds: 30}
+	withTimeout := func(p v1alpha1.PodContainerProbe, s int32) v1alpha1.PodContainerProbe {
+		p.Probe.TimeoutSeconds = s
+		return p
+	}
+	slow := marker(tcpProbe("up", 80), withTimeout(tcpProbe("slow", 81), 55))
+	resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Create, slow, nil))
+	if resp.Allowed || resp.Result.Code != 422 {
+		t.Fatalf("a 55 s timeout admitted under a 30 s ceiling: %+v", resp.Result)
+	}
+	if c := resp.Result.Details.Causes; len(c) != 1 || c[0].Field != "spec.probes[1].probe.timeoutSeconds" ||
+		!strings.Contains(c[0].Message, "must be at most 30") || !strings.Contains(c[0].Message, "--max-probe-timeout-seconds") {
+		t.Errorf("causes %+v, want one on spec.probes[1].probe.timeoutSeconds naming the ceiling and its flag", c)
+	}
+	if resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Create, marker(withTimeout(tcpProbe("up", 80), 30)), nil)); !resp.Allowed {
+		t.Errorf("a timeout at the ceiling refused: %+v", resp.Result)
+	}
+
+	// Admitted before the ceiling was lowered: other edits pass, raising it further does not.
+	relabelled := slow.DeepCopy()
+	relabelled.Spec.Probes[0].PodConditionType = "example.com/other"
+	if resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Update, relabelled, slow)); !resp.Allowed {
+		t.Errorf("an edit that keeps the old 55 s timeout refused: %+v", resp.Result)
+	}
+	raised := slow.DeepCopy()
+	raised.Spec.Probes[1].Probe.TimeoutSeconds = 56
+	if resp := v.Handle(context.Background(), markerRequest(t, admissionv1.Update, raised, slow)); resp.Allowed {
+		t.Error("a changed timeout above the ceiling admitted")
+	}
+	if resp := (&PodProbeMarkerValidator{Reviewer: &fakeReviewer{}}).Handle(context.Background(), markerRequest(t, admissionv1.Create, slow, nil)); !resp.Allowed {
+		t.Errorf("refused without a ceiling: %+v", resp.Result)
+	}
+}

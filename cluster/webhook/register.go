@@ -7,6 +7,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
 
 // Paths the handlers are served on; the webhook configurations in cluster/deploy name them.
@@ -29,6 +31,14 @@ type Holds struct {
 	Probes, CRR func() string
 }
 
+// Options configure the handlers Register serves.
+type Options struct {
+	Holds Holds
+	// MaxProbeTimeoutSeconds is the ceiling on the timeoutSeconds of the probes of markers and of
+	// enhanced liveness (0: validation.DefaultMaxTimeoutSeconds; below 0: none).
+	MaxProbeTimeoutSeconds int32
+}
+
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
 type Server interface {
 	Register(path string, hook http.Handler)
@@ -38,16 +48,16 @@ type Server interface {
 // SubjectAccessReviews of the pods/exec and pods/portforward checks, as the deployment's own identity. pods
 // reads the target pods of ContainerRecreateRequests; pass an uncached reader (the manager's
 // APIReader), since a request must copy the status of the container instance running now.
-// holds (optional) say why OpenKruise does probeshim's work now.
-func Register(srv Server, reviewer AccessReviewer, pods client.Reader, holds ...Holds) {
-	var h Holds
-	if len(holds) > 0 {
-		h = holds[0]
+func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Options) {
+	h := opts.Holds
+	maxTimeout := opts.MaxProbeTimeoutSeconds
+	if maxTimeout == 0 {
+		maxTimeout = validation.DefaultMaxTimeoutSeconds
 	}
-	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes}})
+	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes, MaxTimeoutSeconds: maxTimeout}})
 	srv.Register(PathPodReadinessGate, &admission.Webhook{Handler: ReadinessGateMutator{}})
 	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
-	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer}})
+	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer, MaxTimeoutSeconds: maxTimeout}})
 	srv.Register(PathNodePodProbe, &admission.Webhook{Handler: NodePodProbeValidator{}})
 	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: h.CRR}})
 	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods, Hold: h.CRR}})

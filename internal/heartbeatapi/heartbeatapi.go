@@ -14,7 +14,7 @@ package heartbeatapi
 const Path = "/probeshim/v1/heartbeat"
 
 // MaxBodyBytes bounds a request body; a Request is far smaller.
-const MaxBodyBytes = 1024
+const MaxBodyBytes = 2048
 
 // The ConfigMap the cluster deployment publishes in the heartbeat Lease namespace.
 const (
@@ -30,9 +30,14 @@ const (
 
 // Request asks for the renewal of the Lease of Node. Node must be the node the client
 // certificate names: it makes a misconfigured node (another node's certificate) fail loudly.
+//
+// ProbesLate, when set, says which of the node's probes start late (the Lease's annotation
+// probeshim.io/probes-late; at most 512 bytes). Endpoints older than it refuse the field as unknown
+// (HTTP 400): a client then renews without it.
 type Request struct {
 	Node                 string `json:"node"`
 	LeaseDurationSeconds int32  `json:"leaseDurationSeconds"`
+	ProbesLate           string `json:"probesLate,omitempty"`
 }
 
 // Response is the renewed Lease's renewTime (RFC 3339, microseconds), as the API server stored it.

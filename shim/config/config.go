@@ -49,6 +49,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	probevalidation "github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/heartbeat"
 	"github.com/probeshim/probeshim/shim/runtime"
@@ -147,6 +148,14 @@ type Probes struct {
 	MaxConcurrentExecs int `json:"maxConcurrentExecs,omitempty"`
 	// MaxConcurrentNetwork bounds HTTP, TCP and gRPC probes.
 	MaxConcurrentNetwork int `json:"maxConcurrentNetwork,omitempty"`
+	// MaxConcurrentExecsPerNamespace and MaxConcurrentNetworkPerNamespace bound one
+	// namespace's share of those (default a quarter), so that one tenant's hanging probes
+	// leave runners to the others.
+	MaxConcurrentExecsPerNamespace   int `json:"maxConcurrentExecsPerNamespace,omitempty"`
+	MaxConcurrentNetworkPerNamespace int `json:"maxConcurrentNetworkPerNamespace,omitempty"`
+	// MaxTimeoutSeconds caps every probe's timeout (default 30, the cluster part's admission
+	// ceiling; -1: none): a NodePodProbe written past admission cannot hold runners longer.
+	MaxTimeoutSeconds int `json:"maxTimeoutSeconds,omitempty"`
 	// MessageIntervalSeconds is the least time between two NodePodProbe status writes that only
 	// publish new probe messages (a state change is written at once; a held message goes with
 	// the next write, at the latest after the interval). Default 10; -1: every message at once.
@@ -205,6 +214,9 @@ var flagSpecs = []flagSpec{
 	{"heartbeat-endpoint", "the cluster deployment's heartbeat endpoint, https://host:port, for an identity that may not write its Lease (the kubelet's) (default: published in the ConfigMap probeshim-heartbeat of the Lease namespace)", func(c *Config) any { return &c.Heartbeat.Endpoint }},
 	{"heartbeat-endpoint-ca-file", "CA bundle that verifies the heartbeat endpoint (default: the published one)", func(c *Config) any { return &c.Heartbeat.EndpointCAFile }},
 	{"max-concurrent-network-probes", fmt.Sprintf("HTTP, TCP and gRPC probes running at once at most (default %d)", prober.DefaultNetworkConcurrency), func(c *Config) any { return &c.Probes.MaxConcurrentNetwork }},
+	{"max-probe-timeout-seconds", fmt.Sprintf("the longest a probe may run, whatever its timeoutSeconds; -1: no cap (default %d, as the cluster part's admission ceiling)", probevalidation.DefaultMaxTimeoutSeconds), func(c *Config) any { return &c.Probes.MaxTimeoutSeconds }},
+	{"max-concurrent-execs-per-namespace", "exec probes of one namespace running at once at most (default: a quarter of max-concurrent-execs)", func(c *Config) any { return &c.Probes.MaxConcurrentExecsPerNamespace }},
+	{"max-concurrent-network-probes-per-namespace", "network probes of one namespace running at once at most (default: a quarter of max-concurrent-network-probes)", func(c *Config) any { return &c.Probes.MaxConcurrentNetworkPerNamespace }},
 	{"message-interval-seconds", fmt.Sprintf("least seconds between two status writes that only change probe messages; -1: no bound (default %d)", DefaultMessageIntervalSeconds), func(c *Config) any { return &c.Probes.MessageIntervalSeconds }},
 }
 
@@ -362,6 +374,15 @@ func (c *Config) complete(h host) error {
 	if c.Probes.MaxConcurrentNetwork == 0 {
 		c.Probes.MaxConcurrentNetwork = prober.DefaultNetworkConcurrency
 	}
+	if c.Probes.MaxTimeoutSeconds == 0 {
+		c.Probes.MaxTimeoutSeconds = probevalidation.DefaultMaxTimeoutSeconds
+	}
+	if c.Probes.MaxConcurrentExecsPerNamespace == 0 {
+		c.Probes.MaxConcurrentExecsPerNamespace = prober.DefaultNamespaceShare(c.Probes.MaxConcurrentExecs)
+	}
+	if c.Probes.MaxConcurrentNetworkPerNamespace == 0 {
+		c.Probes.MaxConcurrentNetworkPerNamespace = prober.DefaultNamespaceShare(c.Probes.MaxConcurrentNetwork)
+	}
 	if c.Probes.MessageIntervalSeconds == 0 {
 		c.Probes.MessageIntervalSeconds = DefaultMessageIntervalSeconds
 	}
@@ -423,6 +444,21 @@ func (c *Config) Validate() error {
 		if p.n < 1 || p.n > maxConcurrency {
 			bad(p.field, "%d must be from 1 to %d", p.n, maxConcurrency)
 		}
+	}
+	// A share as large as its pool would let one namespace hold every runner again.
+	for _, p := range []struct {
+		field, pool string
+		n, max      int
+	}{
+		{"probes.maxConcurrentExecsPerNamespace", "probes.maxConcurrentExecs", c.Probes.MaxConcurrentExecsPerNamespace, c.Probes.MaxConcurrentExecs},
+		{"probes.maxConcurrentNetworkPerNamespace", "probes.maxConcurrentNetwork", c.Probes.MaxConcurrentNetworkPerNamespace, c.Probes.MaxConcurrentNetwork},
+	} {
+		if p.n < 1 || (p.n >= p.max && p.max > 1) {
+			bad(p.field, "%d must be from 1 to %d, less than %s (%d), so that one namespace cannot hold every runner", p.n, max(1, p.max-1), p.pool, p.max)
+		}
+	}
+	if n := c.Probes.MaxTimeoutSeconds; n < -1 || n > 3600 {
+		bad("probes.maxTimeoutSeconds", "%d must be from 1 to 3600, or -1 for no cap", n)
 	}
 	if n := c.Probes.MessageIntervalSeconds; n < -1 || n > 3600 {
 		bad("probes.messageIntervalSeconds", "%d must be from 1 to 3600, or -1 for no bound", n)

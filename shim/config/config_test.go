@@ -53,8 +53,9 @@ func TestDefaults(t *testing.T) {
 		ContainerdSocket: "/run/containerd/containerd.sock", CRISocket: "/run/containerd/containerd.sock",
 		HealthAddress: "127.0.0.1:10268", MetricsAddress: "127.0.0.1:10268",
 		StatusSocket: "/run/probeshim/probeshim.sock", LogLevel: "info", MaxProcs: 1,
-		CRIProxy:  CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
-		Probes:    Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256, MessageIntervalSeconds: 10},
+		CRIProxy: CRIProxy{Enabled: false, Socket: "/run/probeshim/cri.sock"},
+		Probes: Probes{MaxConcurrentExecs: 32, MaxConcurrentNetwork: 256, MaxConcurrentExecsPerNamespace: 8,
+			MaxConcurrentNetworkPerNamespace: 64, MaxTimeoutSeconds: 30, MessageIntervalSeconds: 10},
 		Heartbeat: Heartbeat{Namespace: "probeshim-node-lease", LeaseDurationSeconds: 40, RenewIntervalSeconds: 10},
 	}
 	if *c != want {
@@ -209,17 +210,30 @@ func TestValidation(t *testing.T) {
 	}
 }
 
-// The probe pools' sizes come from the file, a flag overriding it.
+// The probe pools' sizes come from the file, a flag overriding it; a namespace's share defaults
+// to a quarter of its pool and must leave the others room.
 func TestProbeConcurrency(t *testing.T) {
 	h := detect("node-a", false)
 	f := writeFile(t, "probes:\n  maxConcurrentExecs: 4\n  maxConcurrentNetwork: 64\n  messageIntervalSeconds: 30\n")
 	c, err := loadOn(t, h, "--config", f)
-	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64, MessageIntervalSeconds: 30}) {
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 64, MaxConcurrentExecsPerNamespace: 1,
+		MaxConcurrentNetworkPerNamespace: 16, MaxTimeoutSeconds: 30, MessageIntervalSeconds: 30}) {
 		t.Fatalf("from the file: %+v, %v", c.Probes, err)
 	}
-	c, err = loadOn(t, h, "--config", f, "--max-concurrent-network-probes", "8", "--message-interval-seconds", "-1")
-	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8, MessageIntervalSeconds: -1}) {
+	c, err = loadOn(t, h, "--config", f, "--max-concurrent-network-probes", "8", "--message-interval-seconds", "-1",
+		"--max-concurrent-execs-per-namespace", "3", "--max-probe-timeout-seconds", "-1")
+	if err != nil || c.Probes != (Probes{MaxConcurrentExecs: 4, MaxConcurrentNetwork: 8, MaxConcurrentExecsPerNamespace: 3,
+		MaxConcurrentNetworkPerNamespace: 2, MaxTimeoutSeconds: -1, MessageIntervalSeconds: -1}) {
 		t.Fatalf("with a flag: %+v, %v", c.Probes, err)
+	}
+	for _, args := range [][]string{
+		{"--max-concurrent-execs-per-namespace", "4"},
+		{"--max-concurrent-network-probes-per-namespace", "-2"},
+	} {
+		_, err := loadOn(t, h, append([]string{"--config", f}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "so that one namespace cannot hold every runner") {
+			t.Errorf("%v: error %v, want the share refused", args, err)
+		}
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/heartbeatapi"
 	"github.com/probeshim/probeshim/shim/kube"
 )
 
@@ -56,6 +58,10 @@ type Config struct {
 	// runtime, NodePodProbe watch and writes), else why not: the lease is
 	// not renewed then.
 	Healthy func(ctx context.Context) error
+	// ProbesLate says which probes start late now ("" when none; nil: never): the lease's
+	// annotation v1alpha1.AnnotationProbesLate, so that a live node whose probes run behind
+	// says so.
+	ProbesLate func() string
 	// Relay renews the lease through the cluster deployment's heartbeat endpoint once the API
 	// server refuses this identity the lease itself (the kubelet's, NodeRestriction); nil: never.
 	Relay      Relay
@@ -218,7 +224,8 @@ func (h *Heartbeat) write(ctx context.Context) error {
 		h.viaRelay = true
 		h.cfg.Log.Info("the kubelet's identity may not write the lease itself (NodeRestriction): renewing it through the cluster deployment's heartbeat endpoint")
 	}
-	return h.cfg.Relay.Renew(ctx, h.cfg.Node, h.cfg.LeaseDuration)
+	return h.cfg.Relay.Renew(ctx, heartbeatapi.Request{Node: h.cfg.Node,
+		LeaseDurationSeconds: int32(h.cfg.LeaseDuration / time.Second), ProbesLate: h.probesLate()})
 }
 
 // nodeRestricted tells the NodeRestriction admission plugin's refusal, which says so only in its
@@ -330,7 +337,16 @@ func (h *Heartbeat) fill(ctx context.Context, l *coordinationv1.Lease, now metav
 	if len(l.OwnerReferences) == 0 {
 		l.OwnerReferences = h.owner(ctx)
 	}
+	v1alpha1.SetProbesLate(l, h.probesLate())
 }
+
+func (h *Heartbeat) probesLate() string {
+	if h.cfg.ProbesLate == nil {
+		return ""
+	}
+	return v1alpha1.TruncateProbesLate(h.cfg.ProbesLate())
+}
+
 
 // owner is the reference to this node's Node object, nil when it cannot be
 // read (a dedicated identity without that right): the lease then outlives a

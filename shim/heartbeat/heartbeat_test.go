@@ -23,6 +23,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
@@ -30,6 +31,7 @@ import (
 const node = "node-a"
 
 type harness struct {
+	late    string // what Config.ProbesLate says
 	t       *testing.T
 	client  *fake.Clientset
 	clock   *clocktesting.FakeClock
@@ -46,6 +48,7 @@ func newHarness(t *testing.T, objs ...runtime.Object) *harness {
 		Node:       node,
 		Client:     kubetest.Adapt(x.client),
 		Healthy:    func(context.Context) error { return x.healthy },
+		ProbesLate: func() string { return x.late },
 		Registerer: prometheus.NewRegistry(),
 		Log:        logger,
 		Clock:      x.clock,
@@ -261,5 +264,27 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// While probes start late the lease says so (bounded), on the next renewal; once they are on time
+// again the annotation goes; the relay carries the same note.
+func TestLeaseSaysProbesStartLate(t *testing.T) {
+	x := newHarness(t)
+	ctx := context.Background()
+	x.h.Step(ctx)
+	if _, ok := x.lease().Annotations[v1alpha1.AnnotationProbesLate]; ok {
+		t.Fatal("probes-late annotation while probes are on time")
+	}
+	x.late = "exec probes start late: " + strings.Repeat("x", 1000)
+	x.h.Step(ctx)
+	got := x.lease().Annotations[v1alpha1.AnnotationProbesLate]
+	if !strings.HasPrefix(got, "exec probes start late: ") || len(got) > v1alpha1.MaxProbesLateBytes {
+		t.Errorf("annotation %q (%d bytes), want the note within %d bytes", got, len(got), v1alpha1.MaxProbesLateBytes)
+	}
+	x.late = ""
+	x.h.Step(ctx)
+	if a, ok := x.lease().Annotations[v1alpha1.AnnotationProbesLate]; ok {
+		t.Errorf("annotation %q left after probes are on time again", a)
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -29,8 +28,8 @@ import (
 // Relay renews the lease through the cluster deployment's heartbeat endpoint, for an identity the
 // API server does not let write it (the kubelet's: NodeRestriction).
 type Relay interface {
-	// Renew asks the endpoint to renew node's lease with the given duration.
-	Renew(ctx context.Context, node string, leaseDuration time.Duration) error
+	// Renew asks the endpoint to renew a node's lease as req says.
+	Renew(ctx context.Context, req heartbeatapi.Request) error
 	// Endpoint says where the last renewal went, for the status.
 	Endpoint() string
 }
@@ -57,6 +56,9 @@ type RelayClient struct {
 	mu       sync.Mutex
 	target   *target // the endpoint as last discovered; nil: discover again
 	endpoint string
+	// oldEndpoint: the endpoint refused a field as unknown (a cluster deployment older than
+	// this node service); renewals go without the newer fields from then on.
+	oldEndpoint bool
 }
 
 // target is where to send heartbeats and how to verify the server.
@@ -102,17 +104,29 @@ func (c *RelayClient) Endpoint() string {
 
 // Renew posts one heartbeat. The endpoint is discovered again after any failure, so a moved
 // Service or a rotated CA is followed.
-func (c *RelayClient) Renew(ctx context.Context, node string, leaseDuration time.Duration) error {
+func (c *RelayClient) Renew(ctx context.Context, r heartbeatapi.Request) error {
 	c.mu.Lock()
-	t := c.target
+	t, old := c.target, c.oldEndpoint
 	c.mu.Unlock()
+	if old {
+		r.ProbesLate = ""
+	}
 	if t == nil {
 		var err error
 		if t, err = c.discover(ctx); err != nil {
 			return fmt.Errorf("finding the heartbeat endpoint: %w", err)
 		}
 	}
-	err := c.post(ctx, t, node, leaseDuration)
+	err := c.post(ctx, t, r)
+	var refused *RelayError
+	if r.ProbesLate != "" && errors.As(err, &refused) && refused.Code == http.StatusBadRequest && strings.Contains(refused.Message, "unknown field") {
+		// Skew: the heartbeat matters more than the note; the note still reaches `probeshim status`.
+		r.ProbesLate = ""
+		err = c.post(ctx, t, r)
+		c.mu.Lock()
+		c.oldEndpoint = true
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endpoint = t.url
@@ -124,7 +138,7 @@ func (c *RelayClient) Renew(ctx context.Context, node string, leaseDuration time
 	return nil
 }
 
-func (c *RelayClient) post(ctx context.Context, t *target, node string, leaseDuration time.Duration) error {
+func (c *RelayClient) post(ctx context.Context, t *target, r heartbeatapi.Request) error {
 	hc := &http.Client{Transport: &http.Transport{
 		// One connection per heartbeat: every one presents the certificate as it is now, and
 		// the Service spreads them over the deployment's replicas.
@@ -139,7 +153,7 @@ func (c *RelayClient) post(ctx context.Context, t *target, node string, leaseDur
 			},
 		},
 	}}
-	body, err := json.Marshal(heartbeatapi.Request{Node: node, LeaseDurationSeconds: int32(leaseDuration / time.Second)})
+	body, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}

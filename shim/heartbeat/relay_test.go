@@ -3,16 +3,19 @@
 package heartbeat
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,17 +40,19 @@ import (
 type fakeRelay struct {
 	mu     sync.Mutex
 	calls  []time.Duration
+	notes  []string // each call's ProbesLate
 	err    error
 	target string
 }
 
-func (f *fakeRelay) Renew(_ context.Context, n string, d time.Duration) error {
+func (f *fakeRelay) Renew(_ context.Context, r heartbeatapi.Request) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if n != node {
-		return errors.New("wrong node " + n)
+	if r.Node != node {
+		return errors.New("wrong node " + r.Node)
 	}
-	f.calls = append(f.calls, d)
+	f.calls = append(f.calls, time.Duration(r.LeaseDurationSeconds)*time.Second)
+	f.notes = append(f.notes, r.ProbesLate)
 	return f.err
 }
 
@@ -150,16 +155,35 @@ func TestRelayClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var seen []string // the client certificates' CNs, per request
+	var seen []string  // the client certificates' CNs, per request
+	var notes []string // the probes-late notes, per request the server took
 	answer := http.StatusOK
+	oldServer := false // answers as an endpoint older than ProbesLate
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body heartbeatapi.Request
-		if r.URL.Path != heartbeatapi.Path || json.NewDecoder(r.Body).Decode(&body) != nil || body.Node != node || body.LeaseDurationSeconds != 40 {
+		raw, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		strict := oldServer
+		mu.Unlock()
+		if strict { // the Request as it was before ProbesLate
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			var before struct {
+				Node                 string `json:"node"`
+				LeaseDurationSeconds int32  `json:"leaseDurationSeconds"`
+			}
+			if err := dec.Decode(&before); err != nil {
+				http.Error(w, "the body is no heartbeat request: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		if err := json.Unmarshal(raw, &body); r.URL.Path != heartbeatapi.Path || err != nil || body.Node != node || body.LeaseDurationSeconds != 40 {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
 		mu.Lock()
 		seen = append(seen, r.TLS.PeerCertificates[0].Subject.CommonName)
+		notes = append(notes, body.ProbesLate)
 		code := answer
 		mu.Unlock()
 		if code != http.StatusOK {
@@ -199,35 +223,56 @@ func TestRelayClient(t *testing.T) {
 	}
 	c := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(kube), Namespace: DefaultNamespace, ClientCert: cert})
 	ctx := context.Background()
-	if err := c.Renew(ctx, node, DefaultLeaseDuration); err != nil {
+	renewal := heartbeatapi.Request{Node: node, LeaseDurationSeconds: 40}
+	if err := c.Renew(ctx, renewal); err != nil {
 		t.Fatal(err)
 	}
 	if want := "https://" + srv.Listener.Addr().String(); c.Endpoint() != want {
 		t.Fatalf("endpoint %q, want %q", c.Endpoint(), want)
 	}
 	writeCert("system:node:node-a-rotated")
-	if err := c.Renew(ctx, node, DefaultLeaseDuration); err != nil {
+	if err := c.Renew(ctx, renewal); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
 	if len(seen) != 2 || seen[0] != "system:node:node-a" || seen[1] != "system:node:node-a-rotated" {
 		t.Fatalf("client certificates seen: %v", seen)
 	}
+	mu.Unlock()
+
+	// The note goes along; an endpoint older than it (unknown field) still renews, without it.
+	late := renewal
+	late.ProbesLate = "exec probes start late"
+	if err := c.Renew(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	oldServer = true
+	mu.Unlock()
+	for range 2 {
+		if err := c.Renew(ctx, late); err != nil {
+			t.Fatalf("renewal with a note through an older endpoint: %v", err)
+		}
+	}
+	mu.Lock()
+	if want := []string{"", "", "exec probes start late", "", ""}; !slices.Equal(notes, want) {
+		t.Errorf("notes received %q, want %q", notes, want)
+	}
 	answer = http.StatusForbidden
 	mu.Unlock()
 	var refused *RelayError
-	if err := c.Renew(ctx, node, DefaultLeaseDuration); !errors.As(err, &refused) || refused.Code != http.StatusForbidden || !strings.Contains(err.Error(), "no node identity") {
+	if err := c.Renew(ctx, renewal); !errors.As(err, &refused) || refused.Code != http.StatusForbidden || !strings.Contains(err.Error(), "no node identity") {
 		t.Fatalf("refusal = %v", err)
 	}
 
 	// A server the published CA did not sign is not trusted.
 	other := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(kube), Namespace: DefaultNamespace, ClientCert: cert, CAFile: writeFile(t, dir, "other.crt", newTestCA(t).PEM)})
-	if err := other.Renew(ctx, node, DefaultLeaseDuration); err == nil || !strings.Contains(err.Error(), "certificate") {
+	if err := other.Renew(ctx, renewal); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("renewal with a server of another CA: %v", err)
 	}
 	// Without the ConfigMap (no cluster deployment yet) there is nothing to send to.
 	none := NewRelayClient(RelayConfig{Kube: kubetest.Adapt(fake.NewClientset()), Namespace: DefaultNamespace, ClientCert: cert})
-	if err := none.Renew(ctx, node, DefaultLeaseDuration); err == nil || !strings.Contains(err.Error(), heartbeatapi.ConfigMapName) {
+	if err := none.Renew(ctx, renewal); err == nil || !strings.Contains(err.Error(), heartbeatapi.ConfigMapName) {
 		t.Fatalf("renewal without the ConfigMap: %v", err)
 	}
 }

@@ -82,6 +82,17 @@ func WriteStatus(w io.Writer, st *Status) error {
 		fmt.Fprintf(w, "lease %s/%s: last renewed %s, %s\n", Printable(hb.Namespace), Printable(hb.Name),
 			ago(st.Time, hb.LastRenew), Printable(state))
 	}
+	if r := st.Runners; r != nil {
+		var pools []string
+		for _, p := range r.Pools {
+			pools = append(pools, fmt.Sprintf("%s %d of %d running, %d queued (%d per namespace), %d started late",
+				p.Name, p.Running, p.Limit, p.Queued, p.PerNamespace, p.StartedLate))
+		}
+		fmt.Fprintf(w, "probe runners: %s\n", Printable(strings.Join(pools, "; ")))
+		if r.Late != "" {
+			fmt.Fprintf(w, "PROBES START LATE: %s\n", Printable(r.Late))
+		}
+	}
 	if len(st.Probes) == 0 {
 		return nil
 	}

@@ -68,7 +68,30 @@ type Status struct {
 	Node      string           `json:"node"`
 	Time      time.Time        `json:"time"`
 	Heartbeat *HeartbeatStatus `json:"heartbeat,omitempty"`
-	Probes    []ProbeStatus    `json:"probes"`
+	// Runners is the probe engine's pools of runners; ProbesLate says, while probes start late,
+	// which and how (what the heartbeat Lease's probeshim.io/probes-late says too).
+	Runners *RunnersStatus `json:"runners,omitempty"`
+	Probes  []ProbeStatus  `json:"probes"`
+}
+
+// RunnersStatus is the state of the probe engine's pools of runners.
+type RunnersStatus struct {
+	Pools []PoolStatus `json:"pools"`
+	// Late says which probes start late now, and why; empty while they are on time.
+	Late string `json:"late,omitempty"`
+}
+
+// PoolStatus is one pool of runners (exec or network).
+type PoolStatus struct {
+	Name         string `json:"name"`
+	Limit        int    `json:"limit"`
+	PerNamespace int    `json:"perNamespace"`
+	Running      int    `json:"running"`
+	Queued       int    `json:"queued"`
+	StartedLate  uint64 `json:"startedLate"`
+	// LastLate is when a probe last started late, LastLateSeconds how late.
+	LastLate        time.Time `json:"lastLate,omitzero"`
+	LastLateSeconds float64   `json:"lastLateSeconds,omitempty"`
 }
 
 // StatusSource gives the probes being run and their last results, e.g. from
@@ -96,7 +119,9 @@ type Options struct {
 	Status   StatusSource
 	// Heartbeat gives the lease's state; optional.
 	Heartbeat func() *HeartbeatStatus
-	Log       *logrus.Entry
+	// Runners gives the probe runners' state; optional.
+	Runners func() *RunnersStatus
+	Log     *logrus.Entry
 }
 
 // checkTimeout bounds one health or readiness request.
@@ -222,6 +247,9 @@ func (s *Server) serveStatus(path string) error {
 		st := Status{Node: s.opts.Node, Time: time.Now(), Probes: s.opts.Status.ProbeStatuses()}
 		if s.opts.Heartbeat != nil {
 			st.Heartbeat = s.opts.Heartbeat()
+		}
+		if s.opts.Runners != nil {
+			st.Runners = s.opts.Runners()
 		}
 		if st.Probes == nil {
 			st.Probes = []ProbeStatus{}

@@ -174,7 +174,9 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		prober.WithNetwork(s.network),
 		prober.WithRegisterer(out.registry),
 		prober.WithLogger(slogrus.NewLogger(log)),
-		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork))
+		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork),
+		prober.WithNamespaceConcurrency(cfg.Probes.MaxConcurrentExecsPerNamespace, cfg.Probes.MaxConcurrentNetworkPerNamespace),
+		prober.WithMaxTimeout(time.Duration(max(0, cfg.Probes.MaxTimeoutSeconds))*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +193,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		},
 		Status:    server.StatusFunc(s.probeStatuses),
 		Heartbeat: s.heartbeatStatus,
+		Runners:   func() *server.RunnersStatus { return runnersStatus(time.Now(), s.engine.Pools()) },
 		Log:       log,
 	})
 
@@ -312,6 +315,7 @@ func (s *service) buildAPI(clients *kube.Clients) *apiSide {
 		LeaseDuration: time.Duration(s.cfg.Heartbeat.LeaseDurationSeconds) * time.Second,
 		RenewInterval: s.renew,
 		Healthy:       s.healthy,
+		ProbesLate:    func() string { return probesLate(time.Now(), s.engine.Pools()) },
 		Registerer:    s.out.registry,
 		Log:           s.log,
 	})

@@ -10,6 +10,7 @@
 package validation
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -67,6 +68,20 @@ func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) 
 		errs = append(errs, validateSeconds(*g, fldPath.Child("terminationGracePeriodSeconds"))...)
 	}
 	return errs
+}
+
+// DefaultMaxTimeoutSeconds is the default ceiling on a probe's timeoutSeconds: a check that takes
+// longer is no health check, and each running probe holds one of its node's probe runners.
+const DefaultMaxTimeoutSeconds = 30
+
+// ValidateTimeoutCeiling refuses a probe whose timeoutSeconds is above maxSeconds (the
+// cluster's ceiling; 0: none).
+func ValidateTimeoutCeiling(probe *corev1.Probe, maxSeconds int32, fldPath *field.Path) field.ErrorList {
+	if maxSeconds <= 0 || probe == nil || probe.TimeoutSeconds <= maxSeconds {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fldPath.Child("timeoutSeconds"), probe.TimeoutSeconds, fmt.Sprintf(
+		"must be at most %d, this cluster's ceiling on probe timeouts (probeshim-cluster --max-probe-timeout-seconds): a running probe holds one of its node's probe runners", maxSeconds))}
 }
 
 // validateHandler checks that exactly one handler is set and checks that handler. It serves both

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
@@ -51,6 +52,7 @@ type options struct {
 	nodeUserPrefix         string
 
 	nodeProbeBudget  int
+	maxProbeTimeout  int
 	nodeServiceGrace time.Duration
 
 	kruiseNamespace    string
@@ -87,6 +89,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
 	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; over it, markers of the namespaces over their fair share are left out on that node (enhanced liveness probes never are); keep it well under etcd's request limit (1.5 MiB by default)")
+	fs.IntVar(&o.maxProbeTimeout, "max-probe-timeout-seconds", validation.DefaultMaxTimeoutSeconds, "the most timeoutSeconds a marker's or an enhanced liveness probe may have; admission refuses more (a running probe holds one of its node's probe runners); -1: no ceiling")
 	fs.DurationVar(&o.nodeServiceGrace, "node-service-grace", heartbeat.DefaultGrace, "how old a node service's heartbeat Lease (probeshim-node-lease/<node>, renewed every 10s) may be before its node counts as silent: its pods' marker conditions go Unknown, their marks follow each marker's probeshim.io/on-node-service-silent, and liveness restarts on the node are held")
 	fs.StringVar(&o.kruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "namespace of OpenKruise's kruise-controller-manager and kruise-daemon, for detecting them")
 	fs.DurationVar(&o.kruiseDetectPeriod, "kruise-detect-period", kruise.DefaultPeriod, "how often to look for OpenKruise parts that do probeshim's work (status: ConfigMap probeshim-kruise-status); probeshim holds that work off while they are live; 0 turns detection and holding off (only where Kruise is certainly absent)")
@@ -109,6 +112,9 @@ func (o *options) complete() error {
 	case certs.ModeAuto, certs.ModeSelf, certs.ModeExternal:
 	default:
 		errs = append(errs, fmt.Errorf("--cert-mode %q: want auto, self or external", o.certMode))
+	}
+	if o.maxProbeTimeout == 0 || o.maxProbeTimeout < -1 || o.maxProbeTimeout > 3600 {
+		errs = append(errs, fmt.Errorf("--max-probe-timeout-seconds %d: want 1-3600, or -1 for no ceiling", o.maxProbeTimeout))
 	}
 	if o.nodeProbeBudget < 64<<10 || o.nodeProbeBudget > 1<<20 {
 		errs = append(errs, fmt.Errorf("--node-probe-budget %d: want 65536-1048576 bytes", o.nodeProbeBudget))

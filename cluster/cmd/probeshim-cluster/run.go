@@ -162,8 +162,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 			return err
 		}
 	}
-	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(),
-		probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR})
+	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), probeshimwebhook.Options{
+		Holds: probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR}, MaxProbeTimeoutSeconds: int32(o.maxProbeTimeout)})
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err

@@ -163,10 +163,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	var renewed *time.Time
+	late := "" // the Lease's probes-late note
 	lease := &coordinationv1.Lease{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: LeaseNamespace, Name: name}, lease); err == nil {
 		t := renewTime(lease)
 		renewed = &t
+		late = lease.Annotations[v1alpha1.AnnotationProbesLate]
 	} else if !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
@@ -197,8 +199,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		r.silent.WithLabelValues(name).Set(0)
 	}
+	if st.value != v1alpha1.NodeServiceLive {
+		late = "" // a silent node's note is as stale as its results
+	}
 	if npp != nil && (r.hold == nil || r.hold() == "") {
-		if err := r.record(ctx, npp, st); err != nil {
+		if err := r.record(ctx, npp, st, late); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -272,8 +277,9 @@ func hasResults(npp *v1alpha1.NodePodProbe) bool { return len(npp.Status.PodProb
 
 // record writes st on npp when it changed: its value, and since when (for Live the renewal that
 // brought the node back: the time of a transition, not of every renewal, so a renewal writes
-// nothing). A change between silent and not is told on each of the node's pods.
-func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st state) error {
+// nothing), and the Lease's probes-late note. A change between silent and not is told on each of
+// the node's pods.
+func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st state, late string) error {
 	prev := npp.Annotations[v1alpha1.AnnotationNodeService]
 	since := ""
 	switch {
@@ -282,16 +288,21 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 	case !st.since.IsZero():
 		since = st.since.UTC().Format(time.RFC3339)
 	}
-	if prev == st.value && npp.Annotations[v1alpha1.AnnotationNodeServiceSince] == since {
+	late = v1alpha1.TruncateProbesLate(late) // written by the node: bounded here too
+	wasLate := npp.Annotations[v1alpha1.AnnotationProbesLate]
+	if prev == st.value && npp.Annotations[v1alpha1.AnnotationNodeServiceSince] == since && wasLate == late {
 		return nil
 	}
 	rv := npp.ResourceVersion
-	var sinceValue any
-	if since != "" {
-		sinceValue = since
+	orNull := func(s string) any {
+		if s == "" {
+			return nil // merge patch: removes the annotation
+		}
+		return s
 	}
 	body := map[string]any{"metadata": map[string]any{"uid": npp.UID, "annotations": map[string]any{
-		v1alpha1.AnnotationNodeService: st.value, v1alpha1.AnnotationNodeServiceSince: sinceValue}}}
+		v1alpha1.AnnotationNodeService: st.value, v1alpha1.AnnotationNodeServiceSince: orNull(since),
+		v1alpha1.AnnotationProbesLate: orNull(late)}}}
 	if err := r.client.Patch(ctx, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: npp.Name}}, client.RawPatch(types.MergePatchType, mustJSON(body))); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // gone meanwhile
@@ -300,11 +311,17 @@ func (r *reconciler) record(ctx context.Context, npp *v1alpha1.NodePodProbe, st 
 	}
 	// The next reconcile must not see the record as it was and write it again.
 	cachewait.Until(ctx, r.client, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: npp.Name}}, rv)
+	logger := logf.FromContext(ctx)
+	switch {
+	case late != "" && wasLate == "":
+		logger.Info("the node's probes start late: its results are older than their periods say", "probesLate", late)
+	case late == "" && wasLate != "":
+		logger.Info("the node's probes start on time again")
+	}
 	wasSilent, isSilent := prev == v1alpha1.NodeServiceSilent, st.value == v1alpha1.NodeServiceSilent
 	if wasSilent == isSilent {
 		return nil
 	}
-	logger := logf.FromContext(ctx)
 	if isSilent {
 		logger.Info("node service silent: its results count as Unknown", "since", since, "grace", r.grace)
 	} else {
@@ -350,8 +367,9 @@ func leaseToNode(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetName()}}}
 }
 
-// leaseChanged passes the Leases of LeaseNamespace that appear or go, and the renewals of a Lease
-// that had expired (the node service is back); a renewal in time changes nothing, and the
+// leaseChanged passes the Leases of LeaseNamespace that appear or go, the renewals of a Lease
+// that had expired (the node service is back) and changes of its probes-late note; a renewal in
+// time changes nothing else, and the
 // reconcile already waits for the moment the Lease would expire.
 func (r *reconciler) leaseChanged() predicate.Predicate {
 	inNamespace := func(o client.Object) bool { return o.GetNamespace() == LeaseNamespace }
@@ -365,7 +383,8 @@ func (r *reconciler) leaseChanged() predicate.Predicate {
 			if !ok1 || !ok2 || !inNamespace(cur) {
 				return false
 			}
-			return !renewTime(old).Add(r.grace).After(r.clock.Now()) || renewTime(cur).Before(renewTime(old))
+			return !renewTime(old).Add(r.grace).After(r.clock.Now()) || renewTime(cur).Before(renewTime(old)) ||
+				old.Annotations[v1alpha1.AnnotationProbesLate] != cur.Annotations[v1alpha1.AnnotationProbesLate]
 		},
 	}
 }
@@ -383,7 +402,8 @@ func nppChanged() predicate.Predicate {
 			}
 			return hasResults(old) != hasResults(cur) ||
 				old.Annotations[v1alpha1.AnnotationNodeService] != cur.Annotations[v1alpha1.AnnotationNodeService] ||
-				old.Annotations[v1alpha1.AnnotationNodeServiceSince] != cur.Annotations[v1alpha1.AnnotationNodeServiceSince]
+				old.Annotations[v1alpha1.AnnotationNodeServiceSince] != cur.Annotations[v1alpha1.AnnotationNodeServiceSince] ||
+				old.Annotations[v1alpha1.AnnotationProbesLate] != cur.Annotations[v1alpha1.AnnotationProbesLate]
 		},
 	}
 }

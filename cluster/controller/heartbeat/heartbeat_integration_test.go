@@ -654,3 +654,62 @@ func printed(t *testing.T, node string) map[string]string {
 	}
 	return out
 }
+
+// The Lease's probes-late note (a live node whose probes run behind) reaches the node's
+// NodePodProbe, bounded, and goes with it; a silent node's note goes with its liveness.
+func TestProbesLateReachesNodePodProbe(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := env.Node(t, true).Name
+	svc := startNodeService(t, node)
+	marker(t, ns, "late", "example.com/idle", "idle", nil)
+	nodePodProbe(t, node, gamePods(t, ns, node, 1), []string{"late#idle"}, v1alpha1.ProbeSucceeded)
+	waitNPPState(t, node, v1alpha1.NodeServiceLive)
+
+	setNote := func(note any) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationProbesLate: note}}})
+		if err := env.Client.Patch(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: heartbeat.LeaseNamespace, Name: node}},
+			client.RawPatch(types.MergePatchType, body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitNote := func(want func(string, bool) error) {
+		t.Helper()
+		poll.Eventually(t, 10*time.Second, func() error {
+			npp := &v1alpha1.NodePodProbe{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, npp); err != nil {
+				return err
+			}
+			v, ok := npp.Annotations[v1alpha1.AnnotationProbesLate]
+			return want(v, ok)
+		})
+	}
+	note := "exec probes start late: " + strings.Repeat("x", 2000) // the node bounds it; so does this
+	setNote(note)
+	waitNote(func(v string, ok bool) error {
+		if !strings.HasPrefix(v, "exec probes start late: ") || len(v) > v1alpha1.MaxProbesLateBytes {
+			return fmt.Errorf("NodePodProbe %s: probes-late %q (%d bytes), want the note within %d bytes", node, v, len(v), v1alpha1.MaxProbesLateBytes)
+		}
+		return nil
+	})
+	gone := func(v string, ok bool) error {
+		if ok {
+			return fmt.Errorf("NodePodProbe %s: probes-late %q, want none", node, v)
+		}
+		return nil
+	}
+	setNote(nil)
+	waitNote(gone)
+
+	setNote("network probes start late")
+	waitNote(func(v string, ok bool) error {
+		if v != "network probes start late" {
+			return fmt.Errorf("NodePodProbe %s: probes-late %q", node, v)
+		}
+		return nil
+	})
+	svc.halt()
+	waitNPPState(t, node, v1alpha1.NodeServiceSilent)
+	waitNote(gone)
+}
