@@ -149,7 +149,11 @@ func TestStatusSocket(t *testing.T) {
 			{Namespace: "batch", Pod: "job-0", PodUID: "u3", Container: "main", Probe: "live", Result: "Unknown"},
 		}
 	})
-	s := start(t, Options{StatusSocket: sock, Node: "worker-1", Status: source})
+	runners := &RunnersStatus{Pools: []PoolStatus{
+		{Name: "exec", Limit: 32, PerNamespace: 8, Running: 32, Queued: 37, StartedLate: 120, LastLate: probeTime, LastLateSeconds: 12.5},
+		{Name: "network", Limit: 256, PerNamespace: 64},
+	}, Late: "exec probes start late: the latest 12.5s after its time, 0s ago; 32 running, 37 queued (all 32 runners busy)"}
+	s := start(t, Options{StatusSocket: sock, Node: "worker-1", Status: source, Runners: func() *RunnersStatus { return runners }})
 	if s.Addr("health") != nil {
 		t.Fatal("health endpoint without an address")
 	}
@@ -173,6 +177,12 @@ func TestStatusSocket(t *testing.T) {
 	if !st.Probes[2].LastProbeTime.Equal(probeTime) || !st.Probes[0].LastProbeTime.IsZero() {
 		t.Fatalf("times: %+v", st.Probes)
 	}
+	if st.Runners != nil && len(st.Runners.Pools) == 2 && st.Runners.Pools[0].LastLate.Equal(probeTime) {
+		st.Runners.Pools[0].LastLate = probeTime // the same instant, in the location the sender had
+	}
+	if st.Runners == nil || len(st.Runners.Pools) != 2 || st.Runners.Pools[0] != runners.Pools[0] || st.Runners.Late != runners.Late {
+		t.Fatalf("runners = %+v, want %+v", st.Runners, runners)
+	}
 
 	var out bytes.Buffer
 	st.Time = probeTime.Add(4 * time.Second)
@@ -182,6 +192,8 @@ func TestStatusSocket(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		"node worker-1: 3 probe(s)",
+		"probe runners: exec 32 of 32 running, 37 queued (8 per namespace), 120 started late; network 0 of 256 running",
+		"PROBES START LATE: exec probes start late: the latest 12.5s",
 		"NAMESPACE", "RESULT",
 		"batch      job-0  main       live   -        Unknown  never       never",
 		"shop       web-1  app        ready  httpGet  Failure  4s ago      1m34s ago  HTTP probe failed with statuscode: 500",
