@@ -20,6 +20,9 @@ const (
 	// AnnotationContainerProbeContext keeps the removed liveness probes, as JSON
 	// [{"name":"<container>","livenessProbe":{...}}] (see ContainerLivenessProbe).
 	AnnotationContainerProbeContext = "apps.kruise.io/container-probe-context"
+	// MaxContainerProbeContextBytes bounds that annotation: every enhanced liveness probe of a
+	// pod lands in its node's NodePodProbe, which all tenants on the node share.
+	MaxContainerProbeContextBytes = 8 << 10
 )
 
 // UsesEnhancedLiveness reports whether the pod o opted in with AnnotationUsingEnhancedLiveness.

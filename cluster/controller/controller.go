@@ -98,6 +98,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	}
 	if o.budget > 0 {
 		npp = append(npp, nodepodprobe.WithNodeBudget(o.budget))
+		live = append(live, liveness.WithNodeBudget(o.budget))
 	}
 	if err := nodepodprobe.SetupWithManager(mgr, npp...); err != nil {
 		return fmt.Errorf("setting up the PodProbeMarker controllers: %w", err)

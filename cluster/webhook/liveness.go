@@ -87,6 +87,13 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if len(value) > v1alpha1.MaxContainerProbeContextBytes {
+		// Every tenant's liveness probes on a node share its NodePodProbe.
+		return denyPod(pod, req.Namespace, field.ErrorList{field.Invalid(
+			field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationContainerProbeContext), fmt.Sprintf("%d bytes", len(value)),
+			fmt.Sprintf("the pod's liveness probes take %d bytes as this annotation, over the %d a pod's enhanced liveness probes may take: use fewer or smaller probes",
+				len(value), v1alpha1.MaxContainerProbeContextBytes))})
+	}
 	mutated, err := moveLivenessProbes(req.Object.Raw, value, moved)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)

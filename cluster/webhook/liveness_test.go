@@ -5,6 +5,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -293,5 +294,29 @@ func TestLivenessMutatorTimeoutCeiling(t *testing.T) {
 		"livenessProbe":{"exec":{"command":["true"]},"timeoutSeconds":30}}]}}`
 	if resp := m.Handle(context.Background(), podRequest(t, admissionv1.Create, ok)); !resp.Allowed {
 		t.Errorf("a timeout at the ceiling refused: %+v", resp.Result)
+	}
+}
+
+// A pod whose liveness probes would take more than their bound in the node's shared NodePodProbe
+// is refused, naming the annotation and the bound.
+func TestLivenessMutatorBoundsAPod(t *testing.T) {
+	var containers []string
+	for i := range 6 {
+		containers = append(containers, fmt.Sprintf(`{"name":"c%d","image":"busybox","livenessProbe":{"exec":{"command":["sh","-c",%q]}}}`,
+			i, strings.Repeat("x", 1500)))
+	}
+	pod := `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"}},"spec":{"containers":[` +
+		strings.Join(containers, ",") + `]}}`
+	resp := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, pod))
+	if resp.Allowed {
+		t.Fatal("a pod with 9 KiB of liveness probes admitted")
+	}
+	if c := resp.Result.Details.Causes; len(c) != 1 || c[0].Field != "metadata.annotations[apps.kruise.io/container-probe-context]" ||
+		!strings.Contains(c[0].Message, "over the 8192") {
+		t.Errorf("causes %+v", c)
+	}
+	small := strings.Replace(pod, strings.Repeat("x", 1500), "true", -1)
+	if resp := (LivenessMutator{}).Handle(context.Background(), podRequest(t, admissionv1.Create, small)); !resp.Allowed {
+		t.Errorf("six small probes refused: %+v", resp.Result)
 	}
 }

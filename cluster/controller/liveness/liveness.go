@@ -57,9 +57,15 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	budget  int
 	pods    *nppspec.PodIndex
 	hold    hold.Func
 }
+
+// WithNodeBudget sets how many bytes the probes of one node may cost in its NodePodProbe (default
+// nppspec.DefaultNodeBudget). Liveness probes come before markers' and stay within it: past it,
+// the pods of the namespaces over their fair share lose theirs on that node, with an event.
+func WithNodeBudget(bytes int) Option { return func(o *options) { o.budget = bytes } }
 
 // WithHold makes the controller stand aside while f says why (another actor does the work).
 func WithHold(f hold.Func) Option { return func(o *options) { o.hold = f } }
@@ -73,7 +79,7 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // SetupWithManager adds the controller to mgr; it only runs on the elected leader.
 func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
-	o := options{workers: 2}
+	o := options{workers: 2, budget: nppspec.DefaultNodeBudget}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -84,7 +90,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		return err
 	}
 	r := &reconciler{hold: o.hold, client: mgr.GetClient(), live: mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName)}
+		recorder: mgr.GetEventRecorder(ControllerName), budget: o.budget}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.NodePodProbe{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -100,6 +106,7 @@ type reconciler struct {
 	client   client.Client
 	live     client.Reader
 	recorder events.EventRecorder
+	budget   int
 
 	reported nppspec.Reported
 }
@@ -120,7 +127,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	desired, skipped := desiredEntries(pods)
-	r.report(req.Name, skipped)
+	desired, over := fitBudget(desired, pods, req.Name, r.budget)
+	r.report(req.Name, append(skipped, over...))
 	wrote, err := nppspec.Apply(ctx, r.client, r.live, npp, nppspec.LivenessProbes, desired)
 	if apierrors.IsNotFound(err) {
 		return reconcile.Result{}, nil
@@ -147,6 +155,12 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 		pod := &pods[i]
 		raw, ok := pod.Annotations[v1alpha1.AnnotationContainerProbeContext]
 		if !v1alpha1.UsesEnhancedLiveness(pod) || !ok || !nppspec.Probeable(pod) {
+			continue
+		}
+		if len(raw) > v1alpha1.MaxContainerProbeContextBytes {
+			// Admission refuses it; the annotation can be edited after.
+			skipped = append(skipped, skip{pod: pod, reason: fmt.Sprintf("annotation %s is %d bytes, over the %d a pod's liveness probes may take in its node's NodePodProbe",
+				v1alpha1.AnnotationContainerProbeContext, len(raw), v1alpha1.MaxContainerProbeContextBytes)})
 			continue
 		}
 		probes, err := v1alpha1.ParseContainerProbeContext(raw)
@@ -194,6 +208,46 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 		}
 	}
 	return nppspec.Canonical(out), skipped
+}
+
+// fitBudget keeps a node's liveness entries within its budget: each pod is one load, and past the
+// budget the pods of the namespaces over their fair share are left out, their largest first (max-min
+// fairness, as for markers), so that no tenant's liveness crowds out another's and the object
+// always fits. What it leaves out is reported on each pod.
+func fitBudget(entries []v1alpha1.PodProbe, pods []corev1.Pod, node string, budget int) ([]v1alpha1.PodProbe, []skip) {
+	loads := make([]nppspec.Load, len(entries))
+	for i := range entries {
+		loads[i] = nppspec.Load{Namespace: entries[i].Namespace, Name: entries[i].Name,
+			Bytes: nppspec.EntriesCost(entries[i:i+1], nppspec.LivenessProbes)}
+	}
+	out := nppspec.Fit(loads, budget)
+	if len(out) == 0 {
+		return entries, nil
+	}
+	drop := map[string]nppspec.LeftOut{}
+	for _, l := range out {
+		drop[l.Key()] = l
+	}
+	byKey := map[string]*corev1.Pod{}
+	for i := range pods {
+		byKey[pods[i].Namespace+"/"+pods[i].Name] = &pods[i]
+	}
+	kept := entries[:0:0]
+	var skipped []skip
+	for _, e := range entries {
+		l, ok := drop[e.Namespace+"/"+e.Name]
+		if !ok {
+			kept = append(kept, e)
+			continue
+		}
+		if p := byKey[l.Key()]; p != nil {
+			skipped = append(skipped, skip{pod: p, reason: fmt.Sprintf("node %s has no room for it: this pod's liveness probes would cost %d bytes "+
+				"of the node's NodePodProbe, and namespace %s asks for %d bytes of liveness there, over its fair share of %d of the node budget "+
+				"of %d bytes; the pod runs without liveness on this node: move it, use smaller probes, or ask the administrator to raise --node-probe-budget",
+				node, l.Bytes, l.Namespace, l.NSBytes, l.Share, budget)})
+		}
+	}
+	return kept, skipped
 }
 
 // notStarted reports whether the kubelet reports container name of pod as not started: its status

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/internal/poll"
 )
@@ -115,6 +116,52 @@ func TestDesiredEntries(t *testing.T) {
 				t.Errorf("skips = %q, want %q", r, tc.skips)
 			}
 		})
+	}
+}
+
+// A pod's liveness probes over their bound (the annotation edited after admission) are not placed.
+func TestDesiredEntriesBoundAPod(t *testing.T) {
+	big := httpLiveness("main", "http")
+	big.LivenessProbe.HTTPGet.Path = "/" + strings.Repeat("x", v1alpha1.MaxContainerProbeContextBytes)
+	pod := livenessPod(t, "ns", "p", "n", big)
+	got, skipped := desiredEntries([]corev1.Pod{*pod})
+	if len(got) != 0 || len(skipped) != 1 || !strings.Contains(skipped[0].reason, "over the 8192 a pod's liveness probes may take") {
+		t.Errorf("entries %q, skips %+v", render(got), skipped)
+	}
+}
+
+// Past the node budget, liveness probes are shared fairly between namespaces: a namespace with
+// many probed pods loses the pods over its share, each reported; a modest namespace keeps all.
+func TestLivenessFitsTheNodeBudget(t *testing.T) {
+	var pods []corev1.Pod
+	for i := range 20 {
+		pods = append(pods, *livenessPod(t, "greedy", fmt.Sprintf("g%02d", i), "n", httpLiveness("main", "http"), httpLiveness("side", "9090")))
+	}
+	pods = append(pods, *livenessPod(t, "modest", "m", "n", httpLiveness("main", "http")))
+	entries, skipped := desiredEntries(pods)
+	if len(entries) != 21 || len(skipped) != 0 {
+		t.Fatalf("%d entries, skips %+v", len(entries), skipped)
+	}
+	all := nppspec.EntriesCost(entries, nppspec.LivenessProbes)
+	if kept, over := fitBudget(entries, pods, "n", all); len(kept) != 21 || len(over) != 0 {
+		t.Fatalf("within the budget: %d kept, %d left out", len(kept), len(over))
+	}
+	budget := all / 2
+	kept, over := fitBudget(entries, pods, "n", budget)
+	if c := nppspec.EntriesCost(kept, nppspec.LivenessProbes); c > budget {
+		t.Errorf("kept %d bytes of liveness, budget %d", c, budget)
+	}
+	if !strings.Contains(render(kept), "m:main-livenessProbe@main") {
+		t.Errorf("the modest namespace lost its pod: %s", render(kept))
+	}
+	if len(over) == 0 || len(kept)+len(over) != 21 {
+		t.Fatalf("%d kept, %d left out", len(kept), len(over))
+	}
+	for _, s := range over {
+		if s.pod.Namespace != "greedy" || !strings.Contains(s.reason, "node n has no room for it") ||
+			!strings.Contains(s.reason, "the pod runs without liveness on this node") {
+			t.Errorf("left out %s/%s: %s", s.pod.Namespace, s.pod.Name, s.reason)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
+	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/internal/poll"
 )
@@ -179,7 +180,7 @@ func TestGreedyTenantIsLeftOutOverTheNodeBudget(t *testing.T) {
 	if len(b) > 1<<20 {
 		t.Errorf("stored NodePodProbe is %d bytes, want at most 1 MiB", len(b))
 	}
-	if est := entriesCost(stored.Spec.PodProbes, func(string) bool { return true }) + validation.NodeStatusMessageBudget; len(b) > est {
+	if est := nppspec.EntriesCost(stored.Spec.PodProbes, func(string) bool { return true }) + validation.NodeStatusMessageBudget; len(b) > est {
 		t.Errorf("stored NodePodProbe is %d bytes, more than its estimate %d plus the message budget", len(b), est)
 	}
 

@@ -90,9 +90,9 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	// tenant's markers must not starve another tenant's liveness. Only marker probes are left out.
 	liveness := 0
 	if exists {
-		liveness = entriesCost(npp.Spec.PodProbes, nppspec.LivenessProbes)
+		liveness = nppspec.EntriesCost(npp.Spec.PodProbes, nppspec.LivenessProbes)
 	}
-	out := fit(markerLoads(desired), r.budget-liveness)
+	out := nppspec.Fit(markerLoads(desired), r.budget-liveness)
 	desired = without(desired, out)
 	if err := r.reportLeftOut(ctx, name, out); err != nil {
 		return reconcile.Result{}, err
@@ -167,24 +167,24 @@ func (r *nodeReconciler) report(node string, skipped []skip) {
 
 // reportLeftOut records an event on each marker the node newly leaves out, remembers them all
 // for the marker status, and wakes the status controller for every marker whose state changed.
-func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []leftOut) error {
+func (r *nodeReconciler) reportLeftOut(ctx context.Context, node string, out []nppspec.LeftOut) error {
 	reasons := make(map[string]string, len(out))
 	keys := make([]string, len(out))
 	for i, l := range out {
-		reasons[l.load.key()] = l.reason(node, r.budget)
-		keys[i] = l.load.key()
+		reasons[l.Key()] = leftOutReason(l, node, r.budget)
+		keys[i] = l.Key()
 	}
 	for _, i := range r.reportedLeft.Fresh(node, keys) {
 		l := out[i]
 		m := &v1alpha1.PodProbeMarker{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: l.load.namespace, Name: l.load.name}, m); err != nil {
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: l.Name}, m); err != nil {
 			continue // gone meanwhile
 		}
 		// An event's note may not exceed 1 KiB.
 		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, EventReasonNodeBudgetExceeded, "PlaceProbe", "%s",
-			validation.TruncateMessage("probes not placed: "+reasons[l.load.key()], validation.MaxProbeMessageBytes))
-		logf.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.load.key(),
-			"bytes", l.load.bytes, "namespaceBytes", l.nsBytes, "share", l.share, "available", l.available)
+			validation.TruncateMessage("probes not placed: "+reasons[l.Key()], validation.MaxProbeMessageBytes))
+		logf.FromContext(ctx).Info("left out a marker's probes over the node budget", "marker", l.Key(),
+			"bytes", l.Bytes, "namespaceBytes", l.NSBytes, "share", l.Share, "available", l.Available)
 	}
 	return r.notify(ctx, r.left.set(node, reasons))
 }

@@ -72,7 +72,7 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // WithNodeBudget sets how many bytes the probes of one node may cost in its NodePodProbe
 // (default DefaultNodeBudget). Over it, markers of the namespaces over their fair share are left
-// out on that node; enhanced liveness probes are never left out.
+// out on that node; enhanced liveness probes come first (package liveness keeps them within the budget).
 func WithNodeBudget(bytes int) Option { return func(o *options) { o.budget = bytes } }
 
 // SetupWithManager adds the NodePodProbe controller (per node) and the PodProbeMarker status
