@@ -45,14 +45,18 @@ func tenantPod(t *testing.T, annotations map[string]string) *corev1.Pod {
 	return pod
 }
 
-// tenant is a user who may read, create and edit pods in games, and exec into them when exec.
-func tenant(t *testing.T, exec bool) client.Client {
+// tenant is a user who may read, create and edit pods in games, and exec into them when exec;
+// also create the subresources named.
+func tenant(t *testing.T, exec bool, create ...string) client.Client {
 	t.Helper()
 	user := fmt.Sprintf("tenant-%d@games", podPolicySeq.Add(1))
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"},
 		Verbs: []string{"get", "list", "create", "update", "patch"}}}
 	if exec {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/exec"}, Verbs: []string{"create"}})
+		create = append(create, "pods/exec")
+	}
+	if len(create) > 0 {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: create, Verbs: []string{"create"}})
 	}
 	grant(t, "games", user, rules...)
 	c := as(t, user)
@@ -132,7 +136,7 @@ func TestPodRecordsPolicy(t *testing.T) {
 // The enhanced liveness annotations decide which commands run in the pod's containers: changing
 // them needs the right to exec into the pod.
 func TestPodLivenessContextPolicy(t *testing.T) {
-	needEnv(t)
+	policyReady(t) // alone (go test -run), the policies may not be in effect yet
 	ctx := context.Background()
 	patcher := tenant(t, false)
 	execer := tenant(t, true)
@@ -156,6 +160,45 @@ func TestPodLivenessContextPolicy(t *testing.T) {
 	t.Run("other annotations stay the tenant's", func(t *testing.T) {
 		pod := tenantPod(t, map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"})
 		if err := patcher.Patch(ctx, pod, annotate("example.com/note", "hi")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// A Binding's annotations are copied onto the pod it binds: pods/binding writes pod metadata.
+	bind := func(c client.Client, annotations map[string]string) (*corev1.Pod, error) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: fmt.Sprintf("pending-%d", podPolicySeq.Add(1)),
+				Annotations: map[string]string{v1alpha1.AnnotationContainerProbeContext: execContext}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+		}
+		if err := testEnv.admin.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, Annotations: annotations},
+			Target: corev1.ObjectReference{Kind: "Node", Name: "node-a"}}
+		return pod, c.SubResource("binding").Create(ctx, pod, b)
+	}
+	binder, execBinder := tenant(t, false, "pods/binding"), tenant(t, true, "pods/binding")
+	t.Run("pods/binding alone cannot opt a pending pod in", func(t *testing.T) {
+		pod, err := bind(binder, map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"})
+		wantDenied(t, err, denial)
+		got := &corev1.Pod{}
+		if err := testEnv.admin.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil || got.Spec.NodeName != "" ||
+			v1alpha1.UsesEnhancedLiveness(got) {
+			t.Fatalf("after the refused binding: node %q, annotations %v, %v", got.Spec.NodeName, got.Annotations, err)
+		}
+		_, err = bind(binder, map[string]string{v1alpha1.AnnotationContainerProbeContext: `[]`})
+		wantDenied(t, err, denial)
+	})
+	t.Run("a binding without them binds as before", func(t *testing.T) {
+		if _, err := bind(binder, map[string]string{"example.com/note": "hi"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bind(binder, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a binder who may exec into the pod may", func(t *testing.T) {
+		if _, err := bind(execBinder, map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}); err != nil {
 			t.Fatal(err)
 		}
 	})
