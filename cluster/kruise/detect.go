@@ -60,10 +60,20 @@ type Observation struct {
 	HandedOver []Work `json:"handedOver,omitempty"`
 	// Unreadable lists what could not be read (no permission, API errors); each counts as live.
 	Unreadable []string `json:"unreadable,omitempty"`
+	// Ignored lists objects named like Kruise's that are not believed: a Deployment or DaemonSet
+	// in Kruise's namespace, which whoever administers that namespace can create, counts only
+	// while one of Kruise's webhook configurations (cluster-scoped: a cluster admin's) exists.
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 // Observe looks at the cluster once. Errors other than not found are recorded in Unreadable,
 // not returned: a part that cannot be seen is assumed live.
+//
+// Only what a cluster admin writes is believed: Kruise's webhook configurations and CRDs are
+// cluster-scoped; its Deployment and DaemonSet are namespaced, and where tenants may create
+// namespaces, a tenant can create "kruise-system" and a Deployment named like kruise-manager's in
+// it. So those count only while a Kruise webhook configuration vouches that an admin installed
+// Kruise (or the configurations cannot be read: then they are assumed there).
 func Observe(ctx context.Context, c client.Reader, namespace string) Observation {
 	var o Observation
 	gates := Gates{}
@@ -97,9 +107,17 @@ func Observe(ctx context.Context, c client.Reader, namespace string) Observation
 	}
 	slices.Sort(o.Webhooks)
 	o.Webhooks = slices.Compact(o.Webhooks)
+	vouched := o.Installed || len(o.Unreadable) > 0 // only the configurations were read so far
+	believe := func(what string) bool {
+		if !vouched {
+			o.Ignored = append(o.Ignored, what+": no Kruise webhook configuration (which only a cluster admin creates) says Kruise is installed")
+		}
+		return vouched
+	}
 
 	var dep appsv1.Deployment
-	if note("Deployment "+namespace+"/"+ManagerName, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ManagerName}, &dep)) {
+	if note("Deployment "+namespace+"/"+ManagerName, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ManagerName}, &dep)) &&
+		believe("Deployment "+namespace+"/"+ManagerName) {
 		o.Installed, o.Manager = true, true
 		for _, ctr := range dep.Spec.Template.Spec.Containers {
 			if g, ok := GatesFromArgs(append(slices.Clone(ctr.Command), ctr.Args...)); ok {
@@ -109,7 +127,8 @@ func Observe(ctx context.Context, c client.Reader, namespace string) Observation
 		o.GatesRead = true
 	}
 	var ds appsv1.DaemonSet
-	if note("DaemonSet "+namespace+"/"+DaemonName, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: DaemonName}, &ds)) {
+	if note("DaemonSet "+namespace+"/"+DaemonName, c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: DaemonName}, &ds)) &&
+		believe("DaemonSet "+namespace+"/"+DaemonName) {
 		o.Installed, o.Daemon = true, true
 		o.DaemonPods = ds.Status.CurrentNumberScheduled
 	}

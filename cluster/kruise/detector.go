@@ -138,6 +138,9 @@ func (d *Detector) Look(ctx context.Context) Observation {
 		if len(conflicts) == 0 {
 			log.Info("no OpenKruise part acts on what probeshim acts on", "installed", obs.Installed)
 		}
+		for _, what := range obs.Ignored {
+			log.Info("not believed to be OpenKruise", "object", what)
+		}
 		for _, c := range conflicts {
 			log.Info("OpenKruise part live: probeshim holds this work off", "kruise", c.Kruise, "probeshim", c.Probeshim, "work", c.Work, "why", c.Why)
 		}
