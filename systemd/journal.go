@@ -12,6 +12,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/sirupsen/logrus"
+
+	"github.com/probeshim/probeshim/internal/termsafe"
 )
 
 // Journald fields. Under systemd every log entry is sent to journald with its
@@ -99,13 +101,16 @@ func (h *JournalHook) Fire(e *logrus.Entry) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	// Fields and messages carry tenants' text (probe output, names): control characters would
+	// reach the terminal of whoever reads the journal (escape sequences, a carriage return that
+	// overwrites the line), so they are written escaped, in the fields as in the message.
 	var msg strings.Builder
-	msg.WriteString(e.Message)
+	msg.WriteString(termsafe.Escape(e.Message))
 	for _, k := range keys {
-		v := value(e.Data[k])
+		v := termsafe.Escape(value(e.Data[k]))
 		vars[JournalField(k)] = v
 		msg.WriteString(" " + k + "=")
-		if strings.ContainsAny(v, " \"=\n") || v == "" {
+		if strings.ContainsAny(v, " \"=") || v == "" {
 			v = strconv.Quote(v)
 		}
 		msg.WriteString(v)

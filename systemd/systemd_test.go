@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/sirupsen/logrus"
@@ -294,6 +295,35 @@ func TestJournalHookFields(t *testing.T) {
 		if err := validJournalName(k); err != nil {
 			t.Errorf("field %q: %v", k, err)
 		}
+	}
+}
+
+// A tenant's text in a field or the message (a probe's output, a pod's name) reaches the journal
+// with its control characters escaped: no escape sequence or carriage return reaches the terminal
+// of whoever runs journalctl, in MESSAGE or in the structured fields (journalctl -o verbose).
+func TestJournalHookEscapesTenantText(t *testing.T) {
+	var got []sent
+	h := &JournalHook{send: func(m string, p journal.Priority, v map[string]string) error {
+		got = append(got, sent{m, p, v})
+		return nil
+	}}
+	l := logrus.New()
+	l.SetOutput(&bytes.Buffer{})
+	l.AddHook(h)
+	evil := "ok\rFAKE LINE\x1b[2J\x1b]0;owned\x07"
+	l.WithField("message", "ok\r\x1b[31mred").Warn("probe error: " + evil)
+	if len(got) != 1 {
+		t.Fatalf("%d entries", len(got))
+	}
+	for name, v := range map[string]string{"MESSAGE": got[0].msg, "FIELD_MESSAGE": got[0].vars["FIELD_MESSAGE"]} {
+		for _, r := range v {
+			if unicode.IsControl(r) {
+				t.Errorf("%s holds %U: %q", name, r, v)
+			}
+		}
+	}
+	if want := `probe error: ok\x0dFAKE LINE\x1b[2J\x1b]0;owned\x07 message=ok\x0d\x1b[31mred`; got[0].msg != want {
+		t.Errorf("MESSAGE = %q\nwant      %q", got[0].msg, want)
 	}
 }
 

@@ -347,7 +347,6 @@ func (h *Heartbeat) probesLate() string {
 	return v1alpha1.TruncateProbesLate(h.cfg.ProbesLate())
 }
 
-
 // owner is the reference to this node's Node object, nil when it cannot be
 // read (a dedicated identity without that right): the lease then outlives a
 // deleted node until someone removes it.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/probeshim/probeshim/internal/termsafe"
 )
 
 // FetchStatus reads the running service's status from its unix socket, for
@@ -70,7 +70,7 @@ func getSocket(ctx context.Context, socket, path string) ([]byte, error) {
 // what a server answered): control and formatting characters are printed
 // escaped, so none reaches the terminal as an escape sequence.
 func WriteStatus(w io.Writer, st *Status) error {
-	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", Printable(st.Node), len(st.Probes), st.Time.Format(time.RFC3339))
+	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", termsafe.Escape(st.Node), len(st.Probes), st.Time.Format(time.RFC3339))
 	if hb := st.Heartbeat; hb != nil {
 		state := "renewing"
 		if !hb.Renewing {
@@ -79,8 +79,8 @@ func WriteStatus(w io.Writer, st *Status) error {
 		if hb.Path != "" {
 			state += " (" + hb.Path + ")"
 		}
-		fmt.Fprintf(w, "lease %s/%s: last renewed %s, %s\n", Printable(hb.Namespace), Printable(hb.Name),
-			ago(st.Time, hb.LastRenew), Printable(state))
+		fmt.Fprintf(w, "lease %s/%s: last renewed %s, %s\n", termsafe.Escape(hb.Namespace), termsafe.Escape(hb.Name),
+			ago(st.Time, hb.LastRenew), termsafe.Escape(state))
 	}
 	if r := st.Runners; r != nil {
 		var pools []string
@@ -88,9 +88,9 @@ func WriteStatus(w io.Writer, st *Status) error {
 			pools = append(pools, fmt.Sprintf("%s %d of %d running, %d queued (%d per namespace), %d started late",
 				p.Name, p.Running, p.Limit, p.Queued, p.PerNamespace, p.StartedLate))
 		}
-		fmt.Fprintf(w, "probe runners: %s\n", Printable(strings.Join(pools, "; ")))
+		fmt.Fprintf(w, "probe runners: %s\n", termsafe.Escape(strings.Join(pools, "; ")))
 		if r.Late != "" {
-			fmt.Fprintf(w, "PROBES START LATE: %s\n", Printable(r.Late))
+			fmt.Fprintf(w, "PROBES START LATE: %s\n", termsafe.Escape(r.Late))
 		}
 	}
 	if len(st.Probes) == 0 {
@@ -100,9 +100,9 @@ func WriteStatus(w io.Writer, st *Status) error {
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tPROBE\tTYPE\tRESULT\tLAST PROBE\tSINCE\tMESSAGE")
 	for _, p := range st.Probes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			Printable(p.Namespace), Printable(p.Pod), Printable(p.Container), Printable(p.Probe),
-			Printable(orDash(p.Type)), Printable(orDash(p.Result)),
-			ago(st.Time, p.LastProbeTime), ago(st.Time, p.LastTransitionTime), Printable(firstLine(p.Message, 80)))
+			termsafe.Escape(p.Namespace), termsafe.Escape(p.Pod), termsafe.Escape(p.Container), termsafe.Escape(p.Probe),
+			termsafe.Escape(orDash(p.Type)), termsafe.Escape(orDash(p.Result)),
+			ago(st.Time, p.LastProbeTime), ago(st.Time, p.LastTransitionTime), termsafe.Escape(firstLine(p.Message, 80)))
 	}
 	return tw.Flush()
 }
@@ -143,41 +143,4 @@ func firstLine(s string, limit int) string {
 		s += "…"
 	}
 	return s
-}
-
-// Printable escapes what a terminal would act on rather than show: C0 and C1
-// control characters (ESC starts a sequence, and so does U+009B alone; tab
-// and carriage return would break the table), DEL, Unicode format
-// characters such as bidirectional overrides, and invalid UTF-8. They are
-// written as \xNN or \uNNNN, and a backslash as \\, so the text stays
-// unambiguous.
-func Printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == '\\' || r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r < 0x80 && unicode.IsControl(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += n
-	}
-	return b.String()
 }

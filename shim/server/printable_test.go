@@ -34,18 +34,3 @@ func TestWriteStatusEscapesTenantOutput(t *testing.T) {
 		}
 	}
 }
-
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain text, ünïcödé ✓": "plain text, ünïcödé ✓",
-		`C:\path`:               `C:\\path`,
-		"a\x00b":                `a\x00b`,
-		"\u200b\ufeff":          `\u200b\ufeff`,
-		"\ufffd":                "\ufffd",
-		"bad \xc3":              `bad \xc3`,
-	} {
-		if got := Printable(in); got != want {
-			t.Errorf("Printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
