@@ -25,7 +25,7 @@ const hogProbes = 45
 // namespace's probes on the node: it holds at most its share of the exec runners (8 of 32), the
 // other namespace's 1 s exec probe keeps running every second, and the node says, in its status
 // and its heartbeat Lease, that probes start late. Before the per-namespace share the flood held
-// every runner: the other probe, 29 runs in 30 s before, ran 0 times in the next 30.
+// every runner: the other probe, 29 runs in 30 s before, ran 0 times in the next 30 (issue 30).
 func TestNamespaceCannotStallAnother(t *testing.T) {
 	c := framework.Get(t)
 	c.InstallCRDs(t) // also the lease namespace and the nodes' lease Role
@@ -67,7 +67,7 @@ func TestNamespaceCannotStallAnother(t *testing.T) {
 	window := func(what string) int {
 		t.Helper()
 		start, t0 := runs(), time.Now()
-		time.Sleep(30 * time.Second) // measures: how often the other namespace's 1 s probe runs
+		time.Sleep(15 * time.Second) // measures: how often the other namespace's 1 s probe runs
 		n := runs() - start
 		t.Logf("the other namespace's 1 s exec probe ran %d times in %s %s", n, time.Since(t0).Round(100*time.Millisecond), what)
 		return n
@@ -100,7 +100,7 @@ func TestNamespaceCannotStallAnother(t *testing.T) {
 		t.Errorf("%d execs run, want the flood's share %d and the other's one at most", exec.Running, exec.PerNamespace)
 	}
 	if flooded < quiet*2/3 {
-		t.Errorf("the other namespace's probe ran %d times in 30 s under the flood, %d alone: stalled by another namespace", flooded, quiet)
+		t.Errorf("the other namespace's probe ran %d times in 15 s under the flood, %d alone: stalled by another namespace", flooded, quiet)
 	}
 	if !strings.Contains(st.Runners.Late, "exec probes start late") {
 		t.Errorf("status late %q, want the exec pool named", st.Runners.Late)
