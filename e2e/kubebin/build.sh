@@ -5,12 +5,13 @@
 # build cache on a 2-core machine.
 #   build.sh          Kubernetes 1.37 (this folder's go.mod pins the patch)   row 1
 #   build.sh 1.35     Kubernetes 1.35 (v1.35/go.mod)                          row 2
+#   build.sh 1.37 kube-apiserver etcd   only those (what envtest needs), the others later
 set -euo pipefail
 cd "$(dirname "$0")"
 case ${1:-1.37} in
 1.37) ;;
 1.35) cd v1.35 ;;
-*) echo "usage: $0 [1.37|1.35]" >&2; exit 2 ;;
+*) echo "usage: $0 [1.37|1.35] [binary...]" >&2; exit 2 ;;
 esac
 
 KUBE_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
@@ -18,6 +19,13 @@ ETCD_VERSION=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 CACHE=${PROBESHIM_CACHE:-/var/cache/probeshim}
 OUT=${CACHE}/kube/${KUBE_VERSION}-etcd-${ETCD_VERSION}
 BINS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl etcd)
+if [[ $# -gt 1 ]]; then
+	shift
+	for b in "$@"; do
+		[[ " ${BINS[*]} " == *" $b "* ]] || { echo "build.sh: no binary $b (${BINS[*]})" >&2; exit 2; }
+	done
+	BINS=("$@")
+fi
 
 have_all() { for b in "${BINS[@]}"; do [[ -x "$OUT/$b" ]] || return 1; done; }
 if have_all; then echo "$OUT"; exit 0; fi
@@ -39,8 +47,10 @@ build() { # name package
 	CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$OUT/$1.tmp" "$2"
 	mv "$OUT/$1.tmp" "$OUT/$1"
 }
-for b in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl; do
-	build "$b" "k8s.io/kubernetes/cmd/$b"
+for b in "${BINS[@]}"; do
+	case $b in
+	etcd) build etcd go.etcd.io/etcd/server/v3 ;;
+	*) build "$b" "k8s.io/kubernetes/cmd/$b" ;;
+	esac
 done
-build etcd go.etcd.io/etcd/server/v3
 echo "$OUT"
