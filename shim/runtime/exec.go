@@ -208,7 +208,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 		// run it again, and end it. The client never learned its pid, so
 		// WithProcessKill would skip it and the delete would refuse a
 		// running process.
-		c.killIfStarted(bg, containerID, proc, exitc)
+		c.killIfStarted(bg, containerID, proc, int(tgt.task.Pid()), exitc)
 		if ctx.Err() != nil {
 			// The runtime's error then only echoes the cancellation.
 			return prober.ExecResult{}, true, fmt.Errorf("start exec in container %s: %w", containerID, ctx.Err())
@@ -254,13 +254,13 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 			}
 		}
 		killed = true
-		c.kill(bg, proc, int(proc.Pid()), exitc)
+		c.kill(bg, proc, int(proc.Pid()), int(tgt.task.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{ExitCode: -1, Output: joinOutput(stdout, stderr)}, true,
 			fmt.Errorf("%w: %q in container %s after %s", prober.ErrExecTimeout, strings.Join(cmd, " "), containerID, timeout)
 	case <-ctx.Done():
 		killed = true
-		c.kill(bg, proc, int(proc.Pid()), exitc)
+		c.kill(bg, proc, int(proc.Pid()), int(tgt.task.Pid()), exitc)
 		proc.IO().Cancel()
 		return prober.ExecResult{}, true, fmt.Errorf("exec in container %s: %w", containerID, ctx.Err())
 	}
@@ -339,14 +339,14 @@ func (c *Client) stoppedStatus(ctx context.Context, containerID, execID string) 
 }
 
 // kill ends a timed-out or abandoned exec: first every process it started
-// (see killDescendants), then the process, and waits a bounded time for its
-// exit.
-func (c *Client) kill(ctx context.Context, proc containerd.Process, pid int, exitc <-chan containerd.ExitStatus) {
+// (see killDescendants; sibling is its container's first process), then the
+// process, and waits a bounded time for its exit.
+func (c *Client) kill(ctx context.Context, proc containerd.Process, pid, sibling int, exitc <-chan containerd.ExitStatus) {
 	if pid > 0 {
 		// Twice: a child forked while the tree was being walked is caught
 		// by the second pass.
 		for range 2 {
-			if _, err := killDescendants(pid); err != nil {
+			if _, err := killDescendants(pid, sibling); err != nil {
 				c.log.WithError(err).Debug("kill the processes a timed-out exec started")
 				break
 			}
@@ -366,14 +366,14 @@ func (c *Client) kill(ctx context.Context, proc containerd.Process, pid int, exi
 // killIfStarted kills an exec whose start returned an error if the runtime
 // says it runs, with what it started; a process that never started is left
 // for the delete.
-func (c *Client) killIfStarted(ctx context.Context, containerID string, proc containerd.Process, exitc <-chan containerd.ExitStatus) {
+func (c *Client) killIfStarted(ctx context.Context, containerID string, proc containerd.Process, sibling int, exitc <-chan containerd.ExitStatus) {
 	gctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	r, err := c.ctd.TaskService().Get(gctx, &tasks.GetRequest{ContainerID: containerID, ExecID: proc.ID()})
 	cancel()
 	if err != nil || r.GetProcess().GetStatus() != tasktypes.Status_RUNNING && r.GetProcess().GetStatus() != tasktypes.Status_PAUSED {
 		return
 	}
-	c.kill(ctx, proc, int(r.GetProcess().GetPid()), exitc)
+	c.kill(ctx, proc, int(r.GetProcess().GetPid()), sibling, exitc)
 }
 
 // drain waits for the output copy to finish, at most d, then stops it. It

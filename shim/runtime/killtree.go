@@ -25,11 +25,17 @@ type pidRef struct{ pid, fd int }
 // exec process itself; its children would be left behind, adopted by the
 // container's init). It returns how many it signalled. Without pidfds
 // (Linux before 5.3) it kills none: a PID alone may have been reused.
-func killDescendants(root int) (int, error) {
+//
+// root is the exec's PID as the runtime reported it, so the exec may have
+// exited and its PID gone to another process by now. sibling (the container's
+// first process; 0: none) anchors it: an exec process and its container's
+// first process are both children of the container's shim, so root is walked
+// only while, with its pidfd open, it has the parent sibling has.
+func killDescendants(root, sibling int) (int, error) {
 	if err := killableRoot(root); err != nil {
 		return 0, err
 	}
-	refs, err := descendants(root)
+	refs, err := descendants(root, sibling)
 	defer closeRefs(refs)
 	n := 0
 	for _, r := range refs {
@@ -76,7 +82,7 @@ func closeRefs(refs []pidRef) {
 // deep); and a parent's list counts only if the parent is still alive after
 // it was read (a PID is not reused before its process is reaped). The caller
 // closes the pidfds.
-func descendants(root int) ([]pidRef, error) {
+func descendants(root, sibling int) ([]pidRef, error) {
 	fd, err := unix.PidfdOpen(root, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOSYS) {
@@ -85,7 +91,11 @@ func descendants(root int) ([]pidRef, error) {
 		return nil, nil // gone already
 	}
 	defer unix.Close(fd)
-	_, depth, err := procStatus(root)
+	ppid, depth, err := procStatus(root)
+	if err == nil && sibling > 0 && !sameParent(ppid, sibling) {
+		return nil, fmt.Errorf("PID %d is no longer the exec: its parent %d is not its container's shim", root, ppid)
+	}
+	// Alive after /proc was read: what was read is the process behind the pidfd.
 	if err != nil || !alive(fd) {
 		return nil, nil
 	}
@@ -113,6 +123,14 @@ func descendants(root int) ([]pidRef, error) {
 		}
 	}
 	return out, nil
+}
+
+// sameParent reports whether sibling's parent is ppid, and not PID 1 (a
+// shim that died leaves its processes to init, whose other children are
+// anyone's).
+func sameParent(ppid, sibling int) bool {
+	sp, _, err := procStatus(sibling)
+	return err == nil && ppid > 1 && sp == ppid
 }
 
 // openChild opens a pidfd on pid and keeps it if the process behind it is a

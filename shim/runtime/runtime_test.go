@@ -407,7 +407,7 @@ func startTree(t *testing.T) (*exec.Cmd, []int) {
 	}
 	var ds []int
 	err := poll.Until(context.Background(), 3*time.Second, "sh's two children to exec sleep", func(context.Context) (bool, string, error) {
-		ds = pids(descendants(cmd.Process.Pid))
+		ds = pids(descendants(cmd.Process.Pid, 0))
 		return sleeping(ds), fmt.Sprintf("descendants %v", ds), nil
 	})
 	if err != nil {
@@ -418,11 +418,11 @@ func startTree(t *testing.T) (*exec.Cmd, []int) {
 
 func TestDescendants(t *testing.T) {
 	cmd, ds := startTree(t)
-	all := pids(descendants(os.Getpid()))
+	all := pids(descendants(os.Getpid(), 0))
 	if !slices.Contains(all, cmd.Process.Pid) || !slices.Contains(all, ds[0]) {
 		t.Errorf("descendants of the test = %v: sh or its children missing", all)
 	}
-	if d := pids(descendants(1 << 30)); len(d) != 0 {
+	if d := pids(descendants(1<<30, 0)); len(d) != 0 {
 		t.Errorf("descendants of a missing pid = %v", d)
 	}
 }
@@ -457,7 +457,27 @@ func TestDescendantsRefuseReusedPIDs(t *testing.T) {
 
 func TestKillDescendants(t *testing.T) {
 	cmd, ds := startTree(t)
-	n, err := killDescendants(cmd.Process.Pid)
+	// sh stands for the exec, its first child for a process the exec
+	// started, and another child of the test for the container's first
+	// process: a sibling of the exec, as both are children of the shim.
+	sibling := exec.Command("sleep", "100")
+	if err := sibling.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sibling.Process.Kill(); _ = sibling.Wait() })
+
+	// The PID of an exec that exited, taken by another process: here sh
+	// with sh's own child as the container's first process, so that the
+	// parents differ. Nothing below it is touched.
+	if n, err := killDescendants(cmd.Process.Pid, ds[1]); n != 0 || err == nil || !strings.Contains(err.Error(), "is no longer the exec") {
+		t.Fatalf("killDescendants of a PID with another parent = %d, %v; want 0 and why", n, err)
+	}
+	for _, p := range ds {
+		if err := syscall.Kill(p, 0); err != nil {
+			t.Fatalf("process %d below a refused PID was killed: %v", p, err)
+		}
+	}
+	n, err := killDescendants(cmd.Process.Pid, sibling.Process.Pid)
 	if err != nil || n != 2 {
 		t.Fatalf("killDescendants = %d, %v; want 2", n, err)
 	}
