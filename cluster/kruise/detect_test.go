@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -27,7 +27,7 @@ func TestObserveBelievesOnlyWhatAnAdminWrites(t *testing.T) {
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: ManagerName}},
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: DaemonName}},
 	}
-	o := Observe(ctx, fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(impostor...).Build(), DefaultNamespace)
+	o := Observe(ctx, fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(impostor...).Build(), DefaultNamespace)
 	if o.Installed || o.Manager || o.Daemon || o.Holds(WorkProbes) != "" || o.Holds(WorkCRR) != "" {
 		t.Errorf("a tenant's look-alikes believed: %+v", o)
 	}
@@ -36,7 +36,7 @@ func TestObserveBelievesOnlyWhatAnAdminWrites(t *testing.T) {
 	}
 
 	admin := append(impostor, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: MutatingConfigName}})
-	o = Observe(ctx, fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(admin...).Build(), DefaultNamespace)
+	o = Observe(ctx, fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(admin...).Build(), DefaultNamespace)
 	if !o.Manager || !o.Daemon || len(o.Ignored) != 0 || o.Holds(WorkProbes) == "" {
 		t.Errorf("Kruise as an admin installs it not believed: %+v", o)
 	}
@@ -48,7 +48,7 @@ func TestObserveBelievesOnlyWhatAnAdminWrites(t *testing.T) {
 		}
 		return c.Get(ctx, key, obj, opts...)
 	}}
-	o = Observe(ctx, fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(impostor...).WithInterceptorFuncs(forbidden).Build(), DefaultNamespace)
+	o = Observe(ctx, fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(impostor...).WithInterceptorFuncs(forbidden).Build(), DefaultNamespace)
 	if !o.Manager || o.Holds(WorkProbes) == "" {
 		t.Errorf("with the configurations unreadable, what cannot be read must count as live: %+v", o)
 	}

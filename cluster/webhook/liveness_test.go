@@ -315,7 +315,7 @@ func TestLivenessMutatorBoundsAPod(t *testing.T) {
 		!strings.Contains(c[0].Message, "over the 8192") {
 		t.Errorf("causes %+v", c)
 	}
-	small := strings.Replace(pod, strings.Repeat("x", 1500), "true", -1)
+	small := strings.ReplaceAll(pod, strings.Repeat("x", 1500), "true")
 	if resp := (LivenessMutator{}).Handle(context.Background(), podRequest(t, admissionv1.Create, small)); !resp.Allowed {
 		t.Errorf("six small probes refused: %+v", resp.Result)
 	}

@@ -437,32 +437,7 @@ func (c *Config) Validate() error {
 			bad(a.field, "%q: %v", a.addr, err)
 		}
 	}
-	for _, p := range []struct {
-		field string
-		n     int
-	}{{"probes.maxConcurrentExecs", c.Probes.MaxConcurrentExecs}, {"probes.maxConcurrentNetwork", c.Probes.MaxConcurrentNetwork}} {
-		if p.n < 1 || p.n > maxConcurrency {
-			bad(p.field, "%d must be from 1 to %d", p.n, maxConcurrency)
-		}
-	}
-	// A share as large as its pool would let one namespace hold every runner again.
-	for _, p := range []struct {
-		field, pool string
-		n, max      int
-	}{
-		{"probes.maxConcurrentExecsPerNamespace", "probes.maxConcurrentExecs", c.Probes.MaxConcurrentExecsPerNamespace, c.Probes.MaxConcurrentExecs},
-		{"probes.maxConcurrentNetworkPerNamespace", "probes.maxConcurrentNetwork", c.Probes.MaxConcurrentNetworkPerNamespace, c.Probes.MaxConcurrentNetwork},
-	} {
-		if p.n < 1 || (p.n >= p.max && p.max > 1) {
-			bad(p.field, "%d must be from 1 to %d, less than %s (%d), so that one namespace cannot hold every runner", p.n, max(1, p.max-1), p.pool, p.max)
-		}
-	}
-	if n := c.Probes.MaxTimeoutSeconds; n < -1 || n > 3600 {
-		bad("probes.maxTimeoutSeconds", "%d must be from 1 to 3600, or -1 for no cap", n)
-	}
-	if n := c.Probes.MessageIntervalSeconds; n < -1 || n > 3600 {
-		bad("probes.messageIntervalSeconds", "%d must be from 1 to 3600, or -1 for no bound", n)
-	}
+	c.Probes.validate(bad)
 	if msgs := validation.IsDNS1123Label(c.Heartbeat.Namespace); len(msgs) > 0 {
 		bad("heartbeat.namespace", "%q is not a valid namespace: %s", c.Heartbeat.Namespace, strings.Join(msgs, "; "))
 	}
@@ -483,6 +458,37 @@ func (c *Config) Validate() error {
 
 // sameSocket compares socket paths; /var/run is /run on every distribution
 // probeshim targets.
+
+// validate checks the probe limits, reporting each problem through bad.
+func (p *Probes) validate(bad func(field, format string, args ...any)) {
+	for _, q := range []struct {
+		field string
+		n     int
+	}{{"probes.maxConcurrentExecs", p.MaxConcurrentExecs}, {"probes.maxConcurrentNetwork", p.MaxConcurrentNetwork}} {
+		if q.n < 1 || q.n > maxConcurrency {
+			bad(q.field, "%d must be from 1 to %d", q.n, maxConcurrency)
+		}
+	}
+	// A share as large as its pool would let one namespace hold every runner again.
+	for _, q := range []struct {
+		field, pool string
+		n, max      int
+	}{
+		{"probes.maxConcurrentExecsPerNamespace", "probes.maxConcurrentExecs", p.MaxConcurrentExecsPerNamespace, p.MaxConcurrentExecs},
+		{"probes.maxConcurrentNetworkPerNamespace", "probes.maxConcurrentNetwork", p.MaxConcurrentNetworkPerNamespace, p.MaxConcurrentNetwork},
+	} {
+		if q.n < 1 || (q.n >= q.max && q.max > 1) {
+			bad(q.field, "%d must be from 1 to %d, less than %s (%d), so that one namespace cannot hold every runner", q.n, max(1, q.max-1), q.pool, q.max)
+		}
+	}
+	if n := p.MaxTimeoutSeconds; n < -1 || n > 3600 {
+		bad("probes.maxTimeoutSeconds", "%d must be from 1 to 3600, or -1 for no cap", n)
+	}
+	if n := p.MessageIntervalSeconds; n < -1 || n > 3600 {
+		bad("probes.messageIntervalSeconds", "%d must be from 1 to 3600, or -1 for no bound", n)
+	}
+}
+
 func sameSocket(a, b string) bool {
 	norm := func(p string) string {
 		p = filepath.Clean(p)

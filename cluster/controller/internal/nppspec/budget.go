@@ -140,12 +140,12 @@ func Fit(loads []Load, available int) []LeftOut {
 	}
 	// Give back what the shares left unused, smallest load first.
 	slices.SortFunc(out, func(a, b LeftOut) int {
-		return cmp.Or(cmp.Compare(a.Load.Bytes, b.Load.Bytes), cmp.Compare(a.Load.Key(), b.Load.Key()))
+		return cmp.Or(cmp.Compare(a.Bytes, b.Bytes), cmp.Compare(a.Key(), b.Key()))
 	})
 	kept := out[:0]
 	for _, l := range out {
-		if used+l.Load.Bytes <= avail {
-			used += l.Load.Bytes
+		if used+l.Bytes <= avail {
+			used += l.Bytes
 			continue
 		}
 		l.Available = avail
