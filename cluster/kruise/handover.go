@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,8 +28,16 @@ type HandoverOptions struct {
 	// Namespace is probeshim's (the handover record); KruiseNamespace Kruise's.
 	Namespace       string
 	KruiseNamespace string
-	Out             io.Writer
+	// ServiceAccount is the deployment's, in Namespace (default probeshim-cluster): its keeper
+	// is given the right to edit Kruise's webhook configurations while the record lists work.
+	ServiceAccount string
+	Out            io.Writer
 }
+
+// KeeperRole is the ClusterRole (cluster/deploy/rbac.yaml) that lets the keeper update Kruise's
+// two webhook configurations. It is bound, by a ClusterRoleBinding of the same name, only while
+// the handover record lists work: the deployment holds no right over Kruise's objects otherwise.
+const KeeperRole = "probeshim-kruise-keeper"
 
 func (o HandoverOptions) works() []Work {
 	var ws []Work
@@ -89,6 +99,9 @@ func Handover(ctx context.Context, c client.Client, o HandoverOptions) error {
 	if err := writeRecord(ctx, c, o.Namespace, cm, rec, o.DryRun); err != nil {
 		return err
 	}
+	if err := bindKeeper(ctx, c, o, p); err != nil {
+		return err
+	}
 	p("handover record %s/%s lists %v: probeshim-cluster keeps those entries removed", o.Namespace, HandoverConfigMap, o.works())
 	if o.Probes {
 		if err := adoptProbes(ctx, c, o, p); err != nil {
@@ -100,6 +113,62 @@ func Handover(ctx context.Context, c client.Client, o HandoverOptions) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// bindKeeper binds KeeperRole to the deployment's service account, so that its keeper may edit
+// Kruise's webhook configurations while the record lists work.
+func bindKeeper(ctx context.Context, c client.Client, o HandoverOptions, p func(string, ...any)) error {
+	sa := o.ServiceAccount
+	if sa == "" {
+		sa = "probeshim-cluster"
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: KeeperRole}, &rbacv1.ClusterRole{}); err != nil {
+		return fmt.Errorf("ClusterRole %s (cluster/deploy/rbac.yaml, or the chart) is needed for the deployment to keep the entries removed: %w", KeeperRole, err)
+	}
+	want := rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: KeeperRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: KeeperRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: o.Namespace, Name: sa}},
+	}
+	var have rbacv1.ClusterRoleBinding
+	err := c.Get(ctx, client.ObjectKey{Name: KeeperRole}, &have)
+	switch {
+	case err == nil && equality.Semantic.DeepEqual(have.Subjects, want.Subjects) && have.RoleRef == want.RoleRef:
+		return nil
+	case err == nil:
+		// A roleRef cannot change: replace the binding.
+		if !o.DryRun {
+			if err := c.Delete(ctx, &have); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("replacing ClusterRoleBinding %s: %w", KeeperRole, err)
+			}
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading ClusterRoleBinding %s: %w", KeeperRole, err)
+	}
+	if !o.DryRun {
+		if err := c.Create(ctx, &want); err != nil {
+			return fmt.Errorf("binding ClusterRole %s: %w", KeeperRole, err)
+		}
+	}
+	p("bound ClusterRole %s to %s/%s: the deployment may edit Kruise's two webhook configurations while the record lists work", KeeperRole, o.Namespace, sa)
+	return nil
+}
+
+// unbindKeeper removes the keeper's binding once the record lists no work.
+func unbindKeeper(ctx context.Context, c client.Client, p func(string, ...any), dryRun bool) error {
+	b := &rbacv1.ClusterRoleBinding{}
+	if err := c.Get(ctx, client.ObjectKey{Name: KeeperRole}, b); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading ClusterRoleBinding %s: %w", KeeperRole, err)
+	}
+	if !dryRun {
+		if err := c.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing ClusterRoleBinding %s: %w", KeeperRole, err)
+		}
+	}
+	p("removed ClusterRoleBinding %s: the deployment no longer may edit Kruise's webhook configurations", KeeperRole)
 	return nil
 }
 
@@ -261,6 +330,11 @@ func rollback(ctx context.Context, c client.Client, o HandoverOptions, p func(st
 	}
 	if err := writeRecord(ctx, c, o.Namespace, cm, rec, o.DryRun); err != nil {
 		return err
+	}
+	if len(rec) == 0 {
+		if err := unbindKeeper(ctx, c, p, o.DryRun); err != nil {
+			return err
+		}
 	}
 	for _, w := range o.works() {
 		rm, ok := given[w]

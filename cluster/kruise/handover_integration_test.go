@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,7 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
@@ -166,6 +170,38 @@ func hooksOf(t *testing.T, c client.Client, name string) (live, tmpl []string) {
 	return live, tmpl
 }
 
+// keeperRole is the ClusterRole probeshim-kruise-keeper as cluster/deploy/rbac.yaml ships it.
+func keeperRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	b, err := os.ReadFile("../deploy/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err == nil && role.Kind == "ClusterRole" && role.Name == kruise.KeeperRole {
+			return &role
+		}
+	}
+	t.Fatalf("no ClusterRole %s in cluster/deploy/rbac.yaml", kruise.KeeperRole)
+	return nil
+}
+
+// keeperMay asks the API server's authorizer whether the deployment's service account may update
+// Kruise's validating webhook configuration.
+func keeperMay(t *testing.T, c client.Client) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + probeshimNS + ":probeshim-cluster",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + probeshimNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations",
+			Name: kruise.ValidatingConfigName, Verb: "update"}}}
+	if err := c.Create(context.Background(), sar); err != nil {
+		t.Fatal(err)
+	}
+	return sar.Status.Allowed
+}
+
 func mustCreate(t *testing.T, c client.Client, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
@@ -293,6 +329,13 @@ func TestHandover(t *testing.T) {
 		t.Fatal("a refused handover removed a webhook entry")
 	}
 
+	// The deployment's right to edit Kruise's configurations is the keeper role's, bound by the
+	// handover only: none yet.
+	mustCreate(t, c, keeperRole(t))
+	if keeperMay(t, c) {
+		t.Fatal("the deployment may edit Kruise's webhook configurations before any handover")
+	}
+
 	// Kruise's admin turns the gates off: the chart drops kruise-daemon, the manager restarts.
 	dep := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: kruise.DefaultNamespace, Name: kruise.ManagerName}, dep); err != nil {
@@ -331,6 +374,9 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("handover: %v\n%s", err, out.String())
 	}
 	t.Logf("handover:\n%s", out.String())
+	if !keeperMay(t, c) || !strings.Contains(out.String(), "bound ClusterRole probeshim-kruise-keeper to probeshim-system/probeshim-cluster") {
+		t.Error("after the handover the deployment may not edit Kruise's webhook configurations, or the output does not say it may")
+	}
 	for _, cfg := range []struct{ name, gone, kept string }{
 		{kruise.ValidatingConfigName, kruise.WebhookPPM, "vpodeviction.kb.io"},
 		{kruise.MutatingConfigName, kruise.WebhookCRR, "mpod.kb.io"},
@@ -466,6 +512,9 @@ func TestHandover(t *testing.T) {
 	}
 	if rec, cm, err := kruise.ReadRecord(ctx, c, probeshimNS); err != nil || cm != nil || len(rec) != 0 {
 		t.Errorf("handover record after the rollback: %v %v %v", rec, cm, err)
+	}
+	if keeperMay(t, c) || !strings.Contains(out.String(), "removed ClusterRoleBinding probeshim-kruise-keeper") {
+		t.Errorf("after the rollback the deployment may still edit Kruise's webhook configurations:\n%s", out.String())
 	}
 	// Again: nothing more to do.
 	out.Reset()

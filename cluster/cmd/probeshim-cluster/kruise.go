@@ -43,6 +43,7 @@ func runKruise(ctx context.Context, args []string, out, errOut io.Writer, cfg fu
 	fs.BoolVar(&o.Rollback, "rollback", false, "give the work back to Kruise: restore its webhook entries, stop keeping them removed")
 	fs.StringVar(&o.Namespace, "namespace", "probeshim-system", "probeshim's namespace (the handover record)")
 	fs.StringVar(&o.KruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "Kruise's namespace (kruise-manager, kruise-daemon)")
+	fs.StringVar(&o.ServiceAccount, "service-account", "probeshim-cluster", "the deployment's service account, in --namespace: bound to the ClusterRole "+kruise.KeeperRole+" while work is handed over")
 	fs.Usage = func() { fmt.Fprint(errOut, kruiseUsage); fs.PrintDefaults() }
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
