@@ -5,12 +5,15 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -115,6 +118,22 @@ func TestKruiseHandover(t *testing.T) {
 	if err := kc.Delete(ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: kruise.DefaultNamespace, Name: kruise.DaemonName}}); err != nil {
 		t.Fatal(err)
 	}
+	// The deployment reads Kruise's webhook configurations, and may edit them only once the handover
+	// bound it the keeper's role.
+	mayEdit := func() bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:probeshim-system:probeshim-cluster",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:probeshim-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "admissionregistration.k8s.io",
+				Resource: "validatingwebhookconfigurations", Name: kruise.ValidatingConfigName, Verb: "update"}}}
+		if err := kc.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		return sar.Status.Allowed
+	}
+	if mayEdit() {
+		t.Error("the deployment may edit Kruise's webhook configurations before any handover")
+	}
 	var out strings.Builder
 	if err := kruise.Handover(ctx, kc, kruise.HandoverOptions{Probes: true, CRR: true, Namespace: "probeshim-system", Out: &out}); err != nil {
 		t.Fatalf("handover: %v\n%s", err, out.String())
@@ -124,6 +143,41 @@ func TestKruiseHandover(t *testing.T) {
 	waitHolds("probes: probeshim acts")
 	s.waitPod(t, pod, "busy marks after the handover", 2*time.Minute, idleMarks(corev1.ConditionFalse, "/tmp/idle"))
 	t.Logf("results reach the pod again %s after the handover", time.Since(t0).Round(time.Second))
+	if !mayEdit() {
+		t.Error("after the handover the deployment may not edit Kruise's webhook configurations: its keeper cannot keep the entries removed")
+	}
+
+	// A Kruise upgrade puts the entries back: the deployment's keeper, with the role the handover
+	// bound, removes them again.
+	var original *admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, o := range kruiseObjects() {
+		if v, ok := o.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok {
+			original = v
+		}
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := kc.Get(ctx, client.ObjectKey{Name: kruise.ValidatingConfigName}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	vwc.Webhooks, vwc.Annotations = original.Webhooks, original.Annotations
+	if err := kc.Update(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	putBack := time.Now()
+	err = framework.WaitFor(ctx, time.Minute, "the deployment's keeper to remove the put-back entry", func(ctx context.Context) (bool, string, error) {
+		if err := kc.Get(ctx, client.ObjectKey{Name: kruise.ValidatingConfigName}, vwc); err != nil {
+			return false, err.Error(), nil
+		}
+		names, _ := kruise.TemplateNames(vwc.Annotations)
+		for _, w := range vwc.Webhooks {
+			names = append(names, w.Name)
+		}
+		return !slices.Contains(names, kruise.WebhookPPM), fmt.Sprint(names), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the keeper removed the put-back entry %s after the upgrade", time.Since(putBack).Round(100*time.Millisecond))
 	CheckNoPanics(t, c, s.svc)
 }
 
