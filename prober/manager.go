@@ -62,7 +62,7 @@ func DefaultNamespaceShare(poolLimit int) int { return max(1, poolLimit/4) }
 
 // WithConcurrency bounds how many exec and network (HTTP, TCP, gRPC) probes
 // run at once; a value below 1 keeps the default. A due probe that finds its
-// pool full waits its turn, taken round-robin between namespaces, and is
+// pool full waits its turn (the namespace running fewest goes first), and is
 // counted late if it starts more than LateAfter after its time.
 func WithConcurrency(exec, network int) Option {
 	return func(m *Manager) {
@@ -437,6 +437,8 @@ func (p *pool) dispatchLocked(m *Manager, j job) {
 
 func (p *pool) mayRun(namespace string) bool { return p.running[namespace] < p.nsLimit }
 
+func (p *pool) runningIn(namespace string) int { return p.running[namespace] }
+
 // take and done count a job of the pool's namespaces from its hand-over to a
 // runner to its end.
 func (p *pool) take(j job) { p.running[j.w.pod.namespace]++ }
@@ -458,7 +460,7 @@ func (m *Manager) runner(p *pool, j job) {
 		m.runWorker(p, j)
 		m.mu.Lock()
 		p.done(j)
-		if next, ok := p.queue.pop(p.mayRun); ok {
+		if next, ok := p.queue.pop(p.mayRun, p.runningIn); ok {
 			p.take(next)
 			m.mu.Unlock()
 			j = next
@@ -489,9 +491,10 @@ func (m *Manager) runner(p *pool, j job) {
 }
 
 // fairQueue holds due probes that wait for a runner: first in, first out
-// within a namespace, round-robin between namespaces, so that one tenant's
-// thousands of slow probes delay another's by one turn, not by all of them
-// (and, with the pool's per-namespace limit, never wait for all its runners).
+// within a namespace; between namespaces the one running fewest goes first,
+// round-robin among equals (see pop), so that one tenant's thousands of slow
+// probes delay another's by one turn, not by all of them (and, with the pool's
+// per-namespace limit, never wait for all its runners).
 type fairQueue struct {
 	byNS  map[string][]job
 	order []string // namespaces with queued jobs, the next to run first
@@ -507,10 +510,18 @@ func (q *fairQueue) push(j job) {
 	q.n++
 }
 
-// pop takes the first job of the first namespace in turn that may run; a
-// namespace that may not keeps its turn for when it may.
-func (q *fairQueue) pop(mayRun func(namespace string) bool) (job, bool) {
-	i := slices.IndexFunc(q.order, mayRun)
+// pop takes the first job of the namespace to run next: of those that may
+// run, the one with the fewest probes running, the earliest in turn among
+// equals. So a namespace that runs nothing gets the next free runner, however
+// many namespaces one tenant floods the pool from; a namespace that may not
+// run keeps its turn for when it may.
+func (q *fairQueue) pop(mayRun func(namespace string) bool, running func(namespace string) int) (job, bool) {
+	i := -1
+	for k, ns := range q.order {
+		if mayRun(ns) && (i < 0 || running(ns) < running(q.order[i])) {
+			i = k
+		}
+	}
 	if i < 0 {
 		return job{}, false
 	}

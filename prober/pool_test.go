@@ -114,7 +114,7 @@ func TestFairQueueRoundRobinsNamespaces(t *testing.T) {
 	}
 	var got []string
 	for {
-		j, ok := q.pop(func(string) bool { return true })
+		j, ok := q.pop(func(string) bool { return true }, func(string) int { return 0 })
 		if !ok {
 			break
 		}
@@ -143,7 +143,7 @@ func TestFairQueueSkipsNamespacesAtTheirLimit(t *testing.T) {
 	may := func(ns string) bool { return !full[ns] }
 	var got []string
 	pop := func() {
-		j, ok := q.pop(may)
+		j, ok := q.pop(may, func(string) int { return 0 })
 		if !ok {
 			got = append(got, "-")
 			return
@@ -159,6 +159,34 @@ func TestFairQueueSkipsNamespacesAtTheirLimit(t *testing.T) {
 	pop()
 	pop()
 	if want := "a1 b1 a2 - h1 h2 -"; strings.Join(got, " ") != want {
+		t.Errorf("order %v, want %s", got, want)
+	}
+}
+
+// A namespace that runs nothing gets the next free runner before namespaces
+// that run some, whatever their turn: a tenant flooding the pool from many
+// namespaces, each within its share, does not push another tenant's probe
+// behind all of theirs.
+func TestFairQueueFavoursNamespacesRunningLeast(t *testing.T) {
+	var q fairQueue
+	q.byNS = map[string][]job{}
+	mk := func(ns, name string) job {
+		return job{w: &worker{key: Key{Probe: name}, pod: podID{namespace: ns}}}
+	}
+	for _, j := range []job{mk("flood-1", "f1"), mk("flood-2", "f2"), mk("flood-3", "f3"), mk("other", "o1"), mk("flood-1", "f1b")} {
+		q.push(j)
+	}
+	running := map[string]int{"flood-1": 8, "flood-2": 8, "flood-3": 7}
+	var got []string
+	for {
+		j, ok := q.pop(func(string) bool { return true }, func(ns string) int { return running[ns] })
+		if !ok {
+			break
+		}
+		got = append(got, j.w.key.Probe)
+		running[j.w.pod.namespace]++
+	}
+	if want := "o1 f3 f1 f2 f1b"; strings.Join(got, " ") != want {
 		t.Errorf("order %v, want %s", got, want)
 	}
 }
