@@ -74,8 +74,15 @@ func (v *PodProbeMarkerValidator) Handle(ctx context.Context, req admission.Requ
 
 	// Only new or changed exec probes need the check, so the controllers' own updates (finalizers,
 	// metadata) and edits that leave the commands alone never depend on the user's exec rights.
+	// Turning them exec-free, or back, changes how the same commands run: it takes the same right.
+	var execPath *field.Path
 	if i := firstChangedProbe(ppm, old, isExec); i >= 0 {
-		if resp, ok := v.checkExec(ctx, req, ppm, field.NewPath("spec", "probes").Index(i).Child("probe", "exec")); !ok {
+		execPath = field.NewPath("spec", "probes").Index(i).Child("probe", "exec")
+	} else if old != nil && v1alpha1.ExecFree(old) != v1alpha1.ExecFree(ppm) && firstChangedProbe(ppm, nil, isExec) >= 0 {
+		execPath = field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationExecFree)
+	}
+	if execPath != nil {
+		if resp, ok := v.checkExec(ctx, req, ppm, execPath); !ok {
 			return resp
 		}
 	}

@@ -288,6 +288,24 @@ func TestPodProbeMarkerExecPermission(t *testing.T) {
 	if err := bob.Update(ctx, m); err != nil {
 		t.Errorf("bob changing an exec command: %v", err)
 	}
+
+	// Turning the exec probes exec-free, or back, changes how the command runs: the same right
+	// as writing it.
+	m.Spec.Probes[0].Probe.Exec.Command = []string{"cat", "/tmp/idle"}
+	if err := bob.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"true", "false"} {
+		m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: v}
+		err := alice.Update(ctx, m)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) ||
+			!strings.Contains(err.Error(), "metadata.annotations[probeshim.io/exec-free]") {
+			t.Errorf("alice setting %s=%s: %v", v1alpha1.AnnotationExecFree, v, err)
+		}
+		if err := bob.Update(ctx, m); err != nil {
+			t.Errorf("bob setting %s=%s: %v", v1alpha1.AnnotationExecFree, v, err)
+		}
+	}
 }
 
 // kruise-game's case: a ServiceAccount without pods/exec, bound to the opt-in ClusterRole of

@@ -84,6 +84,7 @@ func TestCluster(t *testing.T) {
 		t.Run("kruise-game GameServerSet marker", s.testKruiseGame)
 		t.Run("exec-free probe reads the file", s.testExecFree)
 		t.Run("exec-free probe reads as the container user", s.testExecFreeUser)
+		t.Run("exec-free probe has the container's capabilities only", s.testExecFreePrivileges)
 	})
 
 	CheckNoPanics(t, c, s.svc)

@@ -129,3 +129,52 @@ func (s *suite) testExecFreeUser(t *testing.T) {
 		condIs("game.example.com/mine", corev1.ConditionTrue, "mine"),
 		condIs("game.example.com/locked", corev1.ConditionFalse, "cat: /tmp/locked: Permission denied")))
 }
+
+// An exec-free read has the capabilities an exec of cat in the container would have, no more:
+// a privileged container reads a file whose mode shuts everyone out (CAP_DAC_OVERRIDE), a root
+// container that dropped every capability does not (the node service's own are not lent). Kernel
+// file systems are never read, whoever asks: a privileged pod that shares the host's PID namespace
+// and mounts the host's /proc is refused its files (what they show depends on the reader).
+func (s *suite) testExecFreePrivileges(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	const setup = "echo locked > /tmp/locked; chown 2000:2000 /tmp/locked; chmod 000 /tmp/locked; exec /bin/sleep 1000000"
+	yes := true
+	priv := framework.Command("main", "/bin/sh", "-c", setup)
+	priv.SecurityContext = &corev1.SecurityContext{Privileged: &yes}
+	priv.VolumeMounts = []corev1.VolumeMount{{Name: "hostproc", MountPath: "/host/proc", ReadOnly: true}}
+	privPod := framework.NewPod(ns, "privileged", priv)
+	privPod.Labels = map[string]string{"app": "exec-free-caps", "kind": "privileged"}
+	privPod.Spec.HostPID = true
+	privPod.Spec.Volumes = []corev1.Volume{{Name: "hostproc",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/proc"}}}}
+
+	// chown needs CAP_CHOWN, so the file is made by a root init container with the defaults.
+	dropped := framework.Command("main", "/bin/sleep", "1000000")
+	dropped.SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	dropped.VolumeMounts = []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	droppedPod := framework.NewPod(ns, "no-capabilities", dropped)
+	droppedPod.Labels = map[string]string{"app": "exec-free-caps", "kind": "dropped"}
+	init := framework.Command("init", "/bin/sh", "-c", strings.TrimSuffix(setup, "; exec /bin/sleep 1000000"))
+	init.VolumeMounts = dropped.VolumeMounts
+	droppedPod.Spec.InitContainers = []corev1.Container{init}
+	droppedPod.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+
+	pods := map[string]*corev1.Pod{}
+	for _, p := range []*corev1.Pod{privPod, droppedPod} {
+		pods[p.Labels["kind"]] = s.c.WaitForPodReady(t, s.c.CreatePod(t, p), waitPodReady)
+	}
+	m := newMarker(ns, "files", map[string]string{"app": "exec-free-caps"},
+		v1alpha1.PodContainerProbe{Name: "locked", ContainerName: "main", PodConditionType: "example.com/locked",
+			Probe: probe(execHandler("cat", "/tmp/locked"))},
+		v1alpha1.PodContainerProbe{Name: "kernel", ContainerName: "main", PodConditionType: "example.com/kernel",
+			Probe: probe(execHandler("cat", "/host/proc/1/status"))})
+	m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: "true"}
+	s.createMarker(t, m)
+	kernelRefused := "cat: /host/proc/1/status: On a kernel file system (/proc, /sys), not read without exec"
+	s.waitPod(t, pods["privileged"], "the privileged pod reads the locked file, not the host's /proc", waitMarks, all(
+		condIs("example.com/locked", corev1.ConditionTrue, "locked"),
+		condIs("example.com/kernel", corev1.ConditionFalse, kernelRefused)))
+	s.waitPod(t, pods["dropped"], "the pod without capabilities may not read the locked file", waitMarks,
+		condIs("example.com/locked", corev1.ConditionFalse, "cat: /tmp/locked: Permission denied"))
+}

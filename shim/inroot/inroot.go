@@ -1,10 +1,12 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package inroot reads a small file inside a container's root filesystem as the container's user
+// Package inroot reads a small file inside a container's root filesystem as the container's process
 // would, without starting a process in the container: the path is resolved within the root (no
-// symlink or ".." leaves it, no /proc magic link is followed), the file-system identity of the
-// reading thread is the container's user (uid, gid, supplementary groups), and only regular
-// files are opened, so a FIFO or a device never blocks or has side effects.
+// symlink or ".." leaves it, no /proc magic link is followed), the reading thread has the
+// container process's file-system identity (uid, gid, supplementary groups) and effective
+// capabilities and no other, and only regular files of ordinary file systems are opened, so a
+// FIFO or a device never blocks or has side effects, and no kernel file (/proc, /sys), whose
+// answer depends on who asks, is read.
 //
 // The identity is switched on one locked OS thread with raw per-thread syscalls (setfsuid,
 // setfsgid, setgroups, capset), never the process-wide wrappers, and restored afterwards; a
@@ -27,18 +29,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Creds is the file-system identity a read runs as. UID and GID are as the kernel sees them (host
-// IDs; a container in a user namespace has its IDs mapped by the caller).
+// Creds is the identity a read runs as. UID and GID are as the kernel sees them (host IDs; a
+// container in a user namespace has its IDs mapped by the caller).
 type Creds struct {
 	UID    uint32
 	GID    uint32
 	Groups []uint32
-	// NoDACOverride and NoDACReadSearch drop those capabilities for the read. They matter for
-	// UID 0 only: for any other UID the kernel drops every file capability itself when the
-	// file-system UID leaves 0, as it does for a non-root container process.
-	NoDACOverride   bool
-	NoDACReadSearch bool
+	// Caps is the effective capability set of the container's process (bit n is capability n,
+	// as in CapEff of /proc/<pid>/status): the thread reads with these and no other, so the
+	// service's own CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_DAC_OVERRIDE never widen what a
+	// container may read. Zero for a non-root user (its process lost every capability at
+	// execve) and for a container in a user namespace (its capabilities hold there, not on the
+	// host).
+	Caps uint64
 }
+
+// CapBit is the Caps bit of capability c (unix.CAP_*).
+func CapBit(c int) uint64 { return 1 << uint(c) }
 
 // Error is what `cat` would report of a file it cannot read (it exits 1): the file is missing, a
 // directory, not readable for the user, not a regular file, or its path does not resolve. Its
@@ -53,13 +60,28 @@ func (e *Error) Error() string { return "cat: " + e.Path + ": " + reason(e.Err) 
 func (e *Error) Unwrap() error { return e.Err }
 
 // ErrNotPermitted: the service may not take the user's identity or open the container's root
-// (it lacks CAP_SETUID, CAP_SETGID or CAP_SYS_PTRACE, or a seccomp filter refuses setfsuid,
-// setgroups, capset or openat2, or the kernel has no openat2). Nothing was read.
+// (it lacks CAP_SETUID, CAP_SETGID or CAP_SYS_PTRACE, or CAP_DAC_OVERRIDE for a container that
+// has it, or a seccomp filter refuses setfsuid, setgroups, capset or openat2, or the kernel has
+// no openat2). Nothing was read.
 var ErrNotPermitted = errors.New("not permitted to read as the container's user")
 
 // ErrNotRegular: the path names something other than a regular file or a directory (a FIFO,
 // socket or device), which is never opened.
 var ErrNotRegular = errors.New("not a regular file")
+
+// ErrKernelFS: the path names a file of a kernel file system (procfs, sysfs and the like: see
+// kernelFS), which is never opened: what such a file shows depends on who reads it and how
+// (another process's memory map, kernel addresses), more than a file's owner and mode say.
+var ErrKernelFS = errors.New("on a kernel file system (/proc, /sys), not read without exec")
+
+// kernelFS are the file systems whose files the kernel makes up for each reader.
+var kernelFS = map[int64]string{
+	unix.PROC_SUPER_MAGIC: "proc", unix.SYSFS_MAGIC: "sysfs", unix.DEBUGFS_MAGIC: "debugfs",
+	unix.TRACEFS_MAGIC: "tracefs", unix.SECURITYFS_MAGIC: "securityfs", unix.SELINUX_MAGIC: "selinuxfs",
+	unix.SMACK_MAGIC: "smackfs", unix.BPF_FS_MAGIC: "bpf", unix.EFIVARFS_MAGIC: "efivarfs",
+	unix.PSTOREFS_MAGIC: "pstore", unix.CGROUP_SUPER_MAGIC: "cgroup", unix.CGROUP2_SUPER_MAGIC: "cgroup2",
+	unix.BINFMTFS_MAGIC: "binfmt_misc",
+}
 
 // reason is err as strerror(3) writes it: "No such file or directory".
 func reason(err error) string {
@@ -120,6 +142,13 @@ func readAs(root *os.File, path string, limit int) ([]byte, error) {
 		return nil, &Error{Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return nil, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	if _, ok := kernelFS[int64(fs.Type)]; ok {
+		return nil, &Error{Path: path, Err: ErrKernelFS}
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("stat %s: %w", path, err)
@@ -173,13 +202,16 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-// identity is a thread's file-system identity.
+// identity is a thread's file-system identity and capabilities.
 type identity struct {
 	fsuid, fsgid int
 	groups       []uint32
 	caps         [2]unix.CapUserData
 	capsChanged  bool
 }
+
+// dacCaps bypass file permissions; for a read-only open they do the same.
+var dacCaps = CapBit(unix.CAP_DAC_OVERRIDE) | CapBit(unix.CAP_DAC_READ_SEARCH)
 
 // become switches the calling (locked) thread to creds and returns what it was. On error the
 // caller restores what was returned.
@@ -196,37 +228,26 @@ func become(c Creds) (identity, error) {
 		// -EPERM: a seccomp filter refuses the calls; nothing was changed.
 		return saved, fmt.Errorf("%w: setfsuid/setfsgid refused", ErrNotPermitted)
 	}
-	if c.UID == 0 {
-		// A root user reads with the permission-bypassing capabilities the container has: the
-		// thread's effective set is cut to those, and a container that has CAP_DAC_OVERRIDE
-		// needs it here too, or a file its cat could read would be refused.
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		if err := unix.Capget(&hdr, &saved.caps[0]); err != nil {
-			return saved, fmt.Errorf("%w: capget: %w", ErrNotPermitted, err)
-		}
-		const dacOverride, dacReadSearch = 1 << unix.CAP_DAC_OVERRIDE, 1 << unix.CAP_DAC_READ_SEARCH
-		if !c.NoDACOverride && saved.caps[0].Effective&dacOverride == 0 {
-			return saved, fmt.Errorf("%w: no CAP_DAC_OVERRIDE to read as a root user that has it", ErrNotPermitted)
-		}
-		caps := saved.caps
-		if c.NoDACOverride {
-			caps[0].Effective &^= dacOverride
-		}
-		if c.NoDACReadSearch {
-			caps[0].Effective &^= dacReadSearch
-		}
-		if caps[0].Effective != saved.caps[0].Effective {
-			if err := unix.Capset(&hdr, &caps[0]); err != nil {
-				return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
-			}
-			saved.capsChanged = true
-		}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	if err := unix.Capget(&hdr, &saved.caps[0]); err != nil {
+		return saved, fmt.Errorf("%w: capget: %w", ErrNotPermitted, err)
 	}
+	permitted := uint64(saved.caps[0].Permitted) | uint64(saved.caps[1].Permitted)<<32
+	want := c.Caps & permitted
+	if c.Caps&dacCaps != 0 && want&dacCaps == 0 {
+		// A container that may read any file needs it here too, or a file its cat could read
+		// would be refused. CAP_DAC_OVERRIDE does for a read what CAP_DAC_READ_SEARCH does.
+		if permitted&CapBit(unix.CAP_DAC_OVERRIDE) == 0 {
+			return saved, fmt.Errorf("%w: no CAP_DAC_OVERRIDE to read as a container that bypasses file permissions", ErrNotPermitted)
+		}
+		want |= CapBit(unix.CAP_DAC_OVERRIDE)
+	}
+	// The IDs first, while the thread still has CAP_SETUID and CAP_SETGID; then the capabilities.
 	if err := setgroups(c.Groups); err != nil {
 		return saved, fmt.Errorf("%w: setgroups: %w", ErrNotPermitted, err)
 	}
-	// The GID first: once the UID is not 0, the thread may lack the capability to change it.
-	// Without CAP_SETGID / CAP_SETUID the calls change nothing, silently.
+	// The GID before the UID: once the UID is not 0, the thread may lack the capability to change
+	// it. Without CAP_SETGID / CAP_SETUID the calls change nothing, silently.
 	setfsgid(int(c.GID))
 	if got := setfsgid(-1); got != int(c.GID) {
 		return saved, fmt.Errorf("%w: setfsgid %d: still %d", ErrNotPermitted, c.GID, got)
@@ -235,14 +256,29 @@ func become(c Creds) (identity, error) {
 	if got := setfsuid(-1); got != int(c.UID) {
 		return saved, fmt.Errorf("%w: setfsuid %d: still %d", ErrNotPermitted, c.UID, got)
 	}
+	// Only the effective set changes: the permitted set stays, so restore may raise them again
+	// without any capability.
+	caps := saved.caps
+	caps[0].Effective, caps[1].Effective = uint32(want), uint32(want>>32)
+	if err := unix.Capset(&hdr, &caps[0]); err != nil {
+		return saved, fmt.Errorf("%w: capset: %w", ErrNotPermitted, err)
+	}
+	saved.capsChanged = true
 	return saved, nil
 }
 
 // restore puts back the identity become saved and checks that it holds.
 func restore(s identity) error {
-	setfsuid(s.fsuid) // first: it gives back the file capabilities a UID of 0 has
-	setfsgid(s.fsgid)
 	var errs []error
+	if s.capsChanged {
+		// First: changing IDs and groups back needs CAP_SETUID and CAP_SETGID.
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		if err := unix.Capset(&hdr, &s.caps[0]); err != nil {
+			errs = append(errs, fmt.Errorf("restore capabilities: %w", err))
+		}
+	}
+	setfsuid(s.fsuid)
+	setfsgid(s.fsgid)
 	if got := setfsuid(-1); got != s.fsuid {
 		errs = append(errs, fmt.Errorf("restore fsuid %d: still %d", s.fsuid, got))
 	}
@@ -266,9 +302,16 @@ func restore(s identity) error {
 		errs = append(errs, errors.New("groups unknown"))
 	}
 	if s.capsChanged {
+		// Again: a file-system UID going back to 0 raises the file capabilities, which the
+		// service may not have had in its effective set.
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		if err := unix.Capset(&hdr, &s.caps[0]); err != nil {
-			errs = append(errs, fmt.Errorf("restore capabilities: %w", err))
+		var now [2]unix.CapUserData
+		err := unix.Capset(&hdr, &s.caps[0])
+		if err == nil {
+			err = unix.Capget(&hdr, &now[0])
+		}
+		if err != nil || now != s.caps {
+			errs = append(errs, fmt.Errorf("restore capabilities: now %+v, want %+v (%v)", now, s.caps, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +21,12 @@ import (
 const limit = 10 << 10
 
 var user = Creds{UID: 1000, GID: 1000}
+
+// rootUser is a root container's process with containerd's default capabilities.
+var rootUser = Creds{Caps: CapBit(unix.CAP_CHOWN) | CapBit(unix.CAP_DAC_OVERRIDE) | CapBit(unix.CAP_FOWNER) |
+	CapBit(unix.CAP_FSETID) | CapBit(unix.CAP_KILL) | CapBit(unix.CAP_SETGID) | CapBit(unix.CAP_SETUID) |
+	CapBit(unix.CAP_SETPCAP) | CapBit(unix.CAP_NET_BIND_SERVICE) | CapBit(unix.CAP_NET_RAW) |
+	CapBit(unix.CAP_SYS_CHROOT) | CapBit(unix.CAP_MKNOD) | CapBit(unix.CAP_AUDIT_WRITE) | CapBit(unix.CAP_SETFCAP)}
 
 // fixture is a container root made of real files with real owners and modes; outside is a
 // directory beside it that nothing may reach through the root.
@@ -89,7 +97,9 @@ func TestReadFile(t *testing.T) {
 	}{
 		{name: "readable", path: "/tmp/idle", creds: user, want: "idle\n"},
 		{name: "own file", path: "/tmp/mine", creds: user, want: "the user's own\n"},
-		{name: "root reads anything", path: "/tmp/secret", creds: Creds{}, want: "root only\n"},
+		{name: "root reads anything", path: "/tmp/secret", creds: rootUser, want: "root only\n"},
+		{name: "root with CAP_DAC_READ_SEARCH alone reads anything", path: "/tmp/mine",
+			creds: Creds{Caps: CapBit(unix.CAP_DAC_READ_SEARCH)}, want: "the user's own\n"},
 		{name: "missing", path: "/tmp/nothing", creds: user,
 			wantErr: "cat: /tmp/nothing: No such file or directory", errno: unix.ENOENT},
 		{name: "unreadable for the user", path: "/tmp/secret", creds: user,
@@ -99,14 +109,14 @@ func TestReadFile(t *testing.T) {
 		{name: "group by primary group", path: "/tmp/group", creds: Creds{UID: 1000, GID: 500}, want: "for group 500\n"},
 		{name: "group without it", path: "/tmp/group", creds: user, errno: unix.EACCES},
 		{name: "directory not searchable", path: "/private/state", creds: user, errno: unix.EACCES},
-		{name: "root without DAC capabilities", path: "/tmp/mine", creds: Creds{NoDACOverride: true, NoDACReadSearch: true},
+		{name: "root without DAC capabilities", path: "/tmp/mine", creds: Creds{},
 			wantErr: "cat: /tmp/mine: Permission denied", errno: unix.EACCES},
-		{name: "root without DAC capabilities, own file", path: "/tmp/secret", creds: Creds{NoDACOverride: true, NoDACReadSearch: true},
+		{name: "root without DAC capabilities, own file", path: "/tmp/secret", creds: Creds{},
 			want: "root only\n"},
 		{name: "absolute symlink stays in the root", path: "/tmp/abs-link", creds: user, want: "the container's own\n"},
 		{name: "dot-dot symlink stays in the root", path: "/tmp/dotdot-link", creds: user, want: "the container's own\n"},
 		{name: "dot-dot past the root", path: "/tmp/deep-link", creds: Creds{}, errno: unix.ENOENT},
-		{name: "dot-dot in the path", path: "/../../../../" + secret, creds: Creds{}, want: "the container's own\n"},
+		{name: "dot-dot in the path", path: "/../../../../" + secret, creds: rootUser, want: "the container's own\n"},
 		{name: "a /proc link resolves in the root", path: "/tmp/magic-link", creds: Creds{}, errno: unix.ENOENT},
 		{name: "oversized", path: "/big", creds: user, want: strings.Repeat("x", limit)},
 		{name: "a directory", path: "/adir", creds: user, wantErr: "cat: /adir: Is a directory", errno: unix.EISDIR},
@@ -143,7 +153,8 @@ func TestReadFileRestoresTheThread(t *testing.T) {
 	for range 50 {
 		_, _ = ReadFile(f.root, "/tmp/idle", Creds{UID: 1000, GID: 1000, Groups: []uint32{1, 2, 3}}, limit)
 		_, _ = ReadFile(f.root, "/tmp/secret", user, limit)
-		_, _ = ReadFile(f.root, "/tmp/mine", Creds{NoDACOverride: true}, limit)
+		_, _ = ReadFile(f.root, "/tmp/mine", Creds{}, limit)
+		_, _ = ReadFile(f.root, "/tmp/mine", rootUser, limit)
 	}
 	after := threadIdentities(t)
 	for id := range after {
@@ -276,7 +287,7 @@ func TestReadFileNotPermitted(t *testing.T) {
 		f := newFixture(t)
 		before := threadIdentities(t)
 		// A user, and root with CAP_DAC_OVERRIDE (which the child lacks, as the container has it).
-		for _, c := range []Creds{user, {NoDACReadSearch: true}} {
+		for _, c := range []Creds{user, {Caps: CapBit(unix.CAP_DAC_OVERRIDE)}} {
 			b, err := ReadFile(f.root, "/tmp/idle", c, limit)
 			if !errors.Is(err, ErrNotPermitted) || b != nil {
 				t.Fatalf("ReadFile as %+v = %q, %v; want ErrNotPermitted", c, b, err)
@@ -300,5 +311,126 @@ func TestReadFileNotPermitted(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestReadFileNotPermitted") {
 		t.Fatalf("child without CAP_SETUID/CAP_SETGID: %v\n%s", err, out)
+	}
+}
+
+// rootProcess starts a process of root's that lives until the test ends and returns its pid.
+func rootProcess(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// The reading thread has the container process's capabilities and no other: the service's
+// CAP_SYS_PTRACE, CAP_SYS_ADMIN and CAP_SYSLOG are gone while it reads. Seen through what those
+// capabilities decide: a uid-1000 process may not read a root process's memory map
+// (/proc/<pid>/maps is mode 0444, and ptrace rules decide), and with the service's
+// CAP_SYS_PTRACE still effective the read did (the finding of issue 30 item 3).
+func TestReadRunsWithOnlyTheContainersCapabilities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the reading thread changes its file-system IDs and capabilities")
+	}
+	maps := "/proc/" + strconv.Itoa(rootProcess(t)) + "/maps"
+	permitted := func() uint64 {
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var d [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &d[0]); err != nil {
+			t.Fatal(err)
+		}
+		return uint64(d[0].Permitted) | uint64(d[1].Permitted)<<32
+	}()
+	cases := []struct {
+		name     string
+		creds    Creds
+		wantCaps uint64
+		mapsErr  error // opening a root process's memory map
+	}{
+		{name: "a user", creds: user, wantCaps: 0, mapsErr: unix.EACCES},
+		{name: "root without capabilities", creds: Creds{}, wantCaps: 0, mapsErr: unix.EACCES},
+		// Without CAP_SYS_PTRACE a root process may read the map only of a process whose
+		// capabilities it has all of, which the test's process is not.
+		{name: "root with containerd's defaults", creds: rootUser, wantCaps: rootUser.Caps & permitted, mapsErr: unix.EACCES},
+		{name: "root with CAP_DAC_READ_SEARCH", creds: Creds{Caps: CapBit(unix.CAP_DAC_READ_SEARCH)},
+			wantCaps: CapBit(unix.CAP_DAC_READ_SEARCH), mapsErr: unix.EACCES},
+		{name: "a privileged container", creds: Creds{Caps: ^uint64(0)}, wantCaps: permitted},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			type seen struct {
+				caps    uint64
+				mapsErr error
+				err     error
+			}
+			done := make(chan seen, 1)
+			go func() {
+				runtime.LockOSThread() // not unlocked: the runtime ends the thread after
+				var s seen
+				saved, err := become(tc.creds)
+				if err == nil {
+					hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+					var d [2]unix.CapUserData
+					s.err = unix.Capget(&hdr, &d[0])
+					s.caps = uint64(d[0].Effective) | uint64(d[1].Effective)<<32
+					fd, err := unix.Open(maps, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					if err == nil {
+						unix.Close(fd)
+					}
+					s.mapsErr = err
+				}
+				s.err = errors.Join(err, s.err, restore(saved))
+				done <- s
+			}()
+			s := <-done
+			if s.err != nil {
+				t.Fatal(s.err)
+			}
+			if s.caps != tc.wantCaps {
+				t.Errorf("effective capabilities while reading %#x, want %#x", s.caps, tc.wantCaps)
+			}
+			if !errors.Is(s.mapsErr, tc.mapsErr) && (s.mapsErr != nil || tc.mapsErr != nil) {
+				t.Errorf("open %s: %v, want %v", maps, s.mapsErr, tc.mapsErr)
+			}
+		})
+	}
+	// And the rest of the process keeps the service's identity.
+	threadIdentities(t)
+}
+
+// Files of kernel file systems are never read, for any user: what they show depends on the
+// reader's credentials and on ptrace rules, not only on owner and mode. Here the container's root
+// is the host's, as for a pod that mounts the host's /proc or /sys.
+func TestReadFileRefusesKernelFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the reading thread changes its file-system IDs")
+	}
+	root, err := os.OpenFile("/", unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	pid := strconv.Itoa(rootProcess(t))
+	paths := []string{"/proc/" + pid + "/maps", "/proc/" + pid + "/stat", "/proc/kallsyms", "/proc/version",
+		"/sys/kernel/mm/transparent_hugepage/enabled", "/sys/fs/cgroup/cgroup.controllers"}
+	for _, p := range paths {
+		for _, c := range []Creds{user, rootUser} {
+			b, err := ReadFile(root, p, c, limit)
+			if _, statErr := os.Stat(p); statErr != nil {
+				continue // not on this kernel
+			}
+			var ie *Error
+			if !errors.As(err, &ie) || !errors.Is(err, ErrKernelFS) || b != nil {
+				t.Errorf("ReadFile(%s) as uid %d = %.30q, %v; want %v", p, c.UID, b, err, ErrKernelFS)
+			} else if want := "cat: " + p + ": On a kernel file system (/proc, /sys), not read without exec"; err.Error() != want {
+				t.Errorf("message %q, want %q", err, want)
+			}
+		}
+	}
+	// An ordinary file beside them is read.
+	if _, err := ReadFile(root, "/etc/passwd", user, limit); err != nil {
+		t.Fatal(err)
 	}
 }

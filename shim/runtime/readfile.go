@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	capability "github.com/containerd/containerd/v2/pkg/cap"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/probeshim/probeshim/prober"
@@ -26,8 +27,8 @@ var _ prober.FileReader = (*Client)(nil)
 // <path>` run in it would: resolved in the container's root and mount namespace (those of its
 // init process; no symlink or ".." leaves the root), with the file-system identity of the
 // container's user (uid, gid and supplementary groups of its process spec, mapped to the host
-// when it has a user namespace; a root user without CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH
-// reads without them). No process is started. A file cat could not read gives an error wrapping
+// when it has a user namespace) and the capabilities an exec of cat would have, no other. Files
+// of kernel file systems (/proc, /sys) are not read. No process is started. A file cat could not read gives an error wrapping
 // prober.ErrFileUnreadable whose text is cat's; after timeout the error wraps
 // prober.ErrExecTimeout (the read itself goes on in the background, bounded in number); other
 // errors wrap ErrNotFound (no such container or task) or ErrUnavailable.
@@ -133,8 +134,8 @@ func (u unreadable) Error() string { return u.err.Error() }
 
 func (u unreadable) Unwrap() []error { return []error{u.err, prober.ErrFileUnreadable} }
 
-// fsCredsOf is the file-system identity of a container's processes: its user's IDs, as the host
-// sees them, and whether a root user lacks the capabilities that bypass file permissions.
+// fsCredsOf is the identity of a process the container's spec starts (as an exec of cat would
+// be): its user's IDs, as the host sees them, and the effective capabilities execve leaves it.
 func fsCredsOf(spec *specs.Spec) inroot.Creds {
 	u := spec.Process.User
 	var uidMap, gidMap []specs.LinuxIDMapping
@@ -145,15 +146,39 @@ func fsCredsOf(spec *specs.Spec) inroot.Creds {
 	for _, g := range u.AdditionalGids {
 		creds.Groups = append(creds.Groups, mapID(g, gidMap))
 	}
-	if u.UID == 0 {
-		var eff []string
-		if spec.Process.Capabilities != nil {
-			eff = spec.Process.Capabilities.Effective
-		}
-		creds.NoDACOverride = !slices.Contains(eff, "CAP_DAC_OVERRIDE")
-		creds.NoDACReadSearch = !slices.Contains(eff, "CAP_DAC_READ_SEARCH")
+	c := spec.Process.Capabilities
+	if c == nil || len(uidMap) > 0 {
+		// In a user namespace the container's capabilities hold there only: on the host it has none.
+		return creds
 	}
+	names := c.Ambient // what a non-root process keeps across execve
+	if u.UID == 0 {
+		// Root gets its bounding set (and what it inherits) at execve.
+		names = slices.Concat(c.Bounding, c.Inheritable, c.Ambient)
+	}
+	creds.Caps = capBits(names)
 	return creds
+}
+
+// capNumbers maps capability names (CAP_CHOWN) to their numbers.
+var capNumbers = func() map[string]int {
+	m := map[string]int{}
+	for i, name := range capability.Known() {
+		m[name] = i
+	}
+	return m
+}()
+
+// capBits is the capability set of names; names this build does not know are left out (a
+// capability newer than the build's list grants no file access).
+func capBits(names []string) uint64 {
+	var bits uint64
+	for _, n := range names {
+		if i, ok := capNumbers[n]; ok {
+			bits |= inroot.CapBit(i)
+		}
+	}
+	return bits
 }
 
 // overflowID is what the kernel shows for an ID without a mapping (and nobody may own a file as).

@@ -14,23 +14,33 @@ import (
 	"github.com/probeshim/probeshim/shim/inroot"
 )
 
-// The reader takes the identity of the container's process: its IDs mapped to the host through
-// a user namespace, and a root user's missing DAC capabilities.
+// The reader takes the identity of a process the container's spec starts: its IDs mapped to the
+// host through a user namespace, and the capabilities execve leaves it.
 func TestFSCredsOf(t *testing.T) {
-	caps := func(eff ...string) *specs.LinuxCapabilities { return &specs.LinuxCapabilities{Effective: eff} }
+	caps := func(bounding ...string) *specs.LinuxCapabilities {
+		return &specs.LinuxCapabilities{Bounding: bounding, Effective: bounding, Permitted: bounding}
+	}
+	bit := inroot.CapBit
 	cases := []struct {
 		name string
 		spec specs.Spec
 		want inroot.Creds
 	}{
 		{name: "non-root with groups", spec: specs.Spec{Process: &specs.Process{
-			User: specs.User{UID: 1000, GID: 2000, AdditionalGids: []uint32{2000, 3000}}}},
-			want: inroot.Creds{UID: 1000, GID: 2000, Groups: []uint32{2000, 3000}}},
+			User: specs.User{UID: 1000, GID: 2000, AdditionalGids: []uint32{2000, 3000}}, Capabilities: caps("CAP_CHOWN", "CAP_DAC_OVERRIDE")}},
+			want: inroot.Creds{UID: 1000, GID: 2000, Groups: []uint32{2000, 3000}}}, // execve took every capability
+		{name: "non-root with an ambient capability", spec: specs.Spec{Process: &specs.Process{
+			User: specs.User{UID: 1000, GID: 1000}, Capabilities: &specs.LinuxCapabilities{
+				Bounding: []string{"CAP_NET_BIND_SERVICE", "CAP_SYS_PTRACE"}, Ambient: []string{"CAP_NET_BIND_SERVICE"}}}},
+			want: inroot.Creds{UID: 1000, GID: 1000, Caps: bit(unix.CAP_NET_BIND_SERVICE)}},
 		{name: "root with the default capabilities", spec: specs.Spec{Process: &specs.Process{
 			Capabilities: caps("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")}},
-			want: inroot.Creds{NoDACReadSearch: true}}, // CAP_DAC_OVERRIDE alone reads anything
+			want: inroot.Creds{Caps: bit(unix.CAP_CHOWN) | bit(unix.CAP_DAC_OVERRIDE) | bit(unix.CAP_FOWNER)}},
+		{name: "privileged", spec: specs.Spec{Process: &specs.Process{
+			Capabilities: caps("CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE", "CAP_FROM_THE_FUTURE")}},
+			want: inroot.Creds{Caps: bit(unix.CAP_SYS_ADMIN) | bit(unix.CAP_SYS_PTRACE) | bit(unix.CAP_CHECKPOINT_RESTORE)}},
 		{name: "root with capabilities dropped", spec: specs.Spec{Process: &specs.Process{Capabilities: caps()}},
-			want: inroot.Creds{NoDACOverride: true, NoDACReadSearch: true}},
+			want: inroot.Creds{}},
 		{name: "user namespace", spec: specs.Spec{
 			Process: &specs.Process{User: specs.User{UID: 0, GID: 5, AdditionalGids: []uint32{70000}},
 				Capabilities: caps("CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH")},

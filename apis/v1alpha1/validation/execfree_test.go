@@ -49,12 +49,35 @@ func TestValidateExecFreeMarker(t *testing.T) {
 		{name: "NUL", m: withProbe("true", "cat", "/tmp/a\x00b"), want: []wantErr{invalid(cmdPath, "")}},
 		{name: "too long", m: withProbe("true", "cat", "/"+strings.Repeat("a", v1alpha1.MaxExecFreePath)),
 			want: []wantErr{invalid(cmdPath, ""), {cmdPath, field.ErrorTypeTooLong, "4096 bytes"}}},
+		{name: "/proc", m: withProbe("true", "cat", "/proc/1/environ"), want: []wantErr{invalid(cmdPath+"[1]", "do not read /proc or /sys")}},
+		{name: "/sys", m: withProbe("true", "cat", "/sys"), want: []wantErr{invalid(cmdPath+"[1]", "drop the annotation")}},
+		{name: "/proc as an exec", m: withProbe("false", "cat", "/proc/1/environ")},
+		{name: "a name that starts like /proc", m: withProbe("true", "cat", "/procedures/idle")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrs(t, ValidatePodProbeMarker(tc.m), tc.want...)
 		})
 	}
+}
+
+// A marker admitted exec-free with a /proc path before the rule can still be updated (a
+// finalizer removed); a new /proc path, or the annotation newly set, is refused.
+func TestValidateExecFreeKernelFSUpdate(t *testing.T) {
+	withProbe := func(ann string, file string) *v1alpha1.PodProbeMarker {
+		m := marker()
+		m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: ann}
+		m.Spec.Probes[0].Probe.Probe = execProbe("cat", file)
+		return m
+	}
+	const filePath = "spec.probes[0].probe.exec.command[1]"
+	old := withProbe("true", "/proc/1/status")
+	kept := old.DeepCopy()
+	kept.Finalizers = nil
+	checkErrs(t, ValidatePodProbeMarkerUpdate(kept, old))
+	checkErrs(t, ValidatePodProbeMarkerUpdate(withProbe("true", "/sys/kernel/x"), old), invalid(filePath, "do not read /proc or /sys"))
+	checkErrs(t, ValidatePodProbeMarkerUpdate(withProbe("true", "/proc/1/status"), withProbe("false", "/proc/1/status")),
+		invalid(filePath, "do not read /proc or /sys"))
 }
 
 func TestValidateNodePodProbeExecFree(t *testing.T) {

@@ -351,7 +351,7 @@ func execFreeRead() error {
 		return err
 	}
 	defer root.Close()
-	for _, c := range []inroot.Creds{{UID: 65534, GID: 65534, Groups: []uint32{65534}}, {NoDACReadSearch: true}} {
+	for _, c := range []inroot.Creds{{UID: 65534, GID: 65534, Groups: []uint32{65534}}, {Caps: inroot.CapBit(unix.CAP_DAC_OVERRIDE)}} {
 		if _, err := inroot.ReadFile(root, "/etc/passwd", c, 4096); err != nil {
 			return fmt.Errorf("as %+v: %w", c, err)
 		}
