@@ -234,6 +234,33 @@ func TestValues(t *testing.T) {
 			t.Errorf("args %v", args(c))
 		}
 	})
+	t.Run("webhook client certificate and network policy", func(t *testing.T) {
+		objs := render(t, map[string]any{
+			"webhook":       map[string]any{"clientAuth": map[string]any{"caConfigMap": "apiserver-webhook-client-ca", "names": []any{"kube-apiserver-admission", "apiserver"}}},
+			"networkPolicy": map[string]any{"webhookFrom": []any{"10.0.0.0/24"}},
+		})
+		c := container(t, objs)
+		for _, want := range []string{"--webhook-client-ca-file=/var/run/probeshim/webhook-client-ca/ca.crt", "--webhook-client-names=kube-apiserver-admission,apiserver"} {
+			if !slices.Contains(args(c), want) {
+				t.Errorf("args %v: want %s", args(c), want)
+			}
+		}
+		d := find(t, objs, "Deployment", "probeshim-cluster")
+		vols, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "volumes")
+		if !strings.Contains(fmt.Sprint(vols), "apiserver-webhook-client-ca") {
+			t.Errorf("volumes %v: want the CA ConfigMap", vols)
+		}
+		np := find(t, objs, "NetworkPolicy", "probeshim-cluster")
+		from, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		if got := fmt.Sprint(from); !strings.Contains(got, "10.0.0.0/24") || strings.Contains(got, "0.0.0.0/0") {
+			t.Errorf("ingress %v: want the webhook port from 10.0.0.0/24 only", got)
+		}
+		if objs := render(t, map[string]any{"networkPolicy": map[string]any{"enabled": false}}); slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() == "NetworkPolicy"
+		}) {
+			t.Error("a NetworkPolicy with networkPolicy.enabled false")
+		}
+	})
 	t.Run("kubelet identity only", func(t *testing.T) {
 		objs := render(t, map[string]any{"nodeIdentity": map[string]any{"dedicated": map[string]any{"enabled": false}}})
 		a := args(container(t, objs))

@@ -51,6 +51,10 @@ type PodRef struct {
 	Name        string
 	IP          string
 	HostNetwork bool
+	// DeclaredPortsOnly asks the Network to refuse, for a pod on the host network, every port
+	// the pod does not declare (a marker's probe; the pod's own liveness probes go where its
+	// spec says, as the kubelet's do).
+	DeclaredPortsOnly bool
 }
 
 // Desired is one probe the manager should run.
@@ -127,9 +131,15 @@ type Dialer interface {
 	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
 
+// AddressChecker is a Dialer that says before a probe whether it would refuse an address
+// (host:port): the engine then makes the probe Unknown rather than Failed by a dial error.
+type AddressChecker interface {
+	CheckAddress(address string) error
+}
+
 // ErrRefused marks a network probe the engine or its Network will not dial: a host that is not
-// the pod, a pod without an IP, an IP that is not the pod's own, or the loopback of a
-// hostNetwork pod. Such a probe is Unknown with the reason as its message (never Failure: a
+// the pod, a pod without an IP, an IP that is not the pod's own, or a port a hostNetwork pod
+// does not declare. Such a probe is Unknown with the reason as its message (never Failure: a
 // forged or incomplete entry must not make anyone restart a container), and nothing is dialled.
 var ErrRefused = errors.New("probe refused")
 

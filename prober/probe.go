@@ -70,6 +70,11 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 	if err != nil {
 		return Unknown, "", fmt.Errorf("no dialer for pod: %w", err)
 	}
+	if c, ok := d.(AddressChecker); ok {
+		if err := c.CheckAddress(addr); errors.Is(err, ErrRefused) {
+			return Unknown, err.Error(), nil
+		}
+	}
 	if h.HTTPGet != nil {
 		return probeHTTP(ctx, d, addr, h.HTTPGet, timeout)
 	}

@@ -4,9 +4,11 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,6 +103,37 @@ func TestRefusedByNetwork(t *testing.T) {
 	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || msg != "probe refused: IP 10.0.0.9 is not the pod's" {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
+}
+
+// A Dialer that refuses an address up front (a port a hostNetwork pod does not declare) makes every
+// kind of network probe Unknown with its reason, never Failed by a dial error, and dials nothing.
+func TestRefusedByDialer(t *testing.T) {
+	d := &checkingDialer{}
+	h := newHarness(t, WithNetwork(NetworkFunc(func(PodRef) (Dialer, error) { return d, nil })))
+	for _, handler := range []corev1.ProbeHandler{
+		{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(10250)}},
+		{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(10250)}},
+		{GRPC: &corev1.GRPCAction{Port: 10250}},
+	} {
+		r, msg, err := runOnce(t, h.m, desired("p", corev1.Probe{ProbeHandler: handler}))
+		if err != nil || r != Unknown || msg != "probe refused: port 10250 is not declared" {
+			t.Errorf("%+v: got %v %q %v", handler, r, msg, err)
+		}
+	}
+	if d.dials.Load() != 0 {
+		t.Errorf("%d dials", d.dials.Load())
+	}
+}
+
+type checkingDialer struct{ dials atomic.Int32 }
+
+func (d *checkingDialer) DialContext(context.Context, string, string) (net.Conn, error) {
+	d.dials.Add(1)
+	return nil, errors.New("dialled")
+}
+
+func (d *checkingDialer) CheckAddress(string) error {
+	return fmt.Errorf("%w: port 10250 is not declared", ErrRefused)
 }
 
 // A network probe with no dialer for its pod (netns gone) is a probe error.

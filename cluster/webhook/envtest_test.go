@@ -63,6 +63,10 @@ var (
 		admin  client.Client
 		scheme *runtime.Scheme
 		calls  *callCounter
+		// clientPKI signs the client certificate the API server presents to the webhooks;
+		// webhookURL is where the webhook server listens ("https://host:port").
+		clientPKI  *testPKI
+		webhookURL string
 	}
 )
 
@@ -130,7 +134,23 @@ func startEnv(assets string) (func(), error) {
 		}
 	}
 
+	// The API server presents a client certificate to the webhooks, which answer only it
+	// (ClientAuth, --webhook-client-ca-file).
+	pki, err := newTestPKI()
+	if err != nil {
+		return nil, err
+	}
+	testEnv.clientPKI = pki
+	pkiDir, err := os.MkdirTemp("", "probeshim-webhook-client-")
+	if err != nil {
+		return nil, err
+	}
+	admissionConfig, err := apiServerAdmissionConfig(pkiDir, pki)
+	if err != nil {
+		return nil, err
+	}
 	env := kubebin.Environment(assets, kubebin.CRDs())
+	env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
 	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 		LocalServingHost:   "127.0.0.1",
 		MutatingWebhooks:   mutating,
@@ -140,7 +160,7 @@ func startEnv(assets string) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	stop := func() { _ = env.Stop() }
+	stop := func() { _ = env.Stop(); _ = os.RemoveAll(pkiDir) }
 	testEnv.cfg = cfg
 
 	admin, err := client.New(cfg, client.Options{Scheme: scheme})
@@ -151,9 +171,12 @@ func startEnv(assets string) (func(), error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	wo := env.WebhookInstallOptions
-	srv := webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir})
+	srv := webhook.NewServer(webhook.Options{Host: wo.LocalServingHost, Port: wo.LocalServingPort, CertDir: wo.LocalServingCertDir,
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }}})
+	testEnv.webhookURL = "https://" + net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
 	testEnv.calls = &callCounter{counts: map[string]int{}}
-	Register(testEnv.calls.wrap(srv), admin, admin, Options{})
+	Register(testEnv.calls.wrap(srv), admin, admin, Options{
+		ClientAuth: &ClientAuth{CAs: poolOf(pki.ca), Names: []string{apiServerClientName}}})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()
 	stop = func() {
@@ -162,6 +185,7 @@ func startEnv(assets string) (func(), error) {
 			fmt.Fprintln(os.Stderr, "the webhook server stopped with:", err)
 		}
 		_ = env.Stop()
+		_ = os.RemoveAll(pkiDir)
 	}
 	if err := waitTLS(net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort)), errc); err != nil {
 		return stop, err

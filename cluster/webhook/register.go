@@ -37,6 +37,8 @@ type Options struct {
 	// MaxProbeTimeoutSeconds is the ceiling on the timeoutSeconds of the probes of markers and of
 	// enhanced liveness (0: validation.DefaultMaxTimeoutSeconds; below 0: none).
 	MaxProbeTimeoutSeconds int32
+	// ClientAuth, when set, makes every handler answer only clients with its certificate.
+	ClientAuth *ClientAuth
 }
 
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
@@ -54,6 +56,9 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Opti
 	if maxTimeout == 0 {
 		maxTimeout = validation.DefaultMaxTimeoutSeconds
 	}
+	if opts.ClientAuth != nil {
+		srv = guarded{srv, opts.ClientAuth}
+	}
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes, MaxTimeoutSeconds: maxTimeout}})
 	srv.Register(PathPodReadinessGate, &admission.Webhook{Handler: ReadinessGateMutator{}})
 	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
@@ -62,3 +67,11 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Opti
 	srv.Register(PathContainerRecreateRequestMutate, &admission.Webhook{Handler: &ContainerRecreateRequestMutator{Pods: pods, Hold: h.CRR}})
 	srv.Register(PathContainerRecreateRequestValidate, &admission.Webhook{Handler: &ContainerRecreateRequestValidator{Pods: pods, Hold: h.CRR}})
 }
+
+// guarded registers every handler behind its ClientAuth.
+type guarded struct {
+	Server
+	auth *ClientAuth
+}
+
+func (g guarded) Register(path string, hook http.Handler) { g.Server.Register(path, g.auth.Wrap(hook)) }

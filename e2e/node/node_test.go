@@ -357,6 +357,54 @@ func TestNodeService(t *testing.T) {
 		}
 	})
 
+	// A hostNetwork pod's entry written past the cluster part, whose rule it is that a marker's
+	// probe of such a pod goes only to a port the pod declares: the node refuses the others
+	// itself (the kubelet's port at the node's address and on its loopback), runs the declared
+	// one, and dials the pod's own liveness probe wherever its spec says, as the kubelet would.
+	t.Run("hostNetwork marker probes go only to declared ports", func(t *testing.T) {
+		const declared, undeclared = 18087, 18088 // in the rig's node namespace, used by nothing else
+		web := framework.Command("web", "localhttp-server", "-listen", fmt.Sprintf("127.0.0.1:%d", declared))
+		web.Ports = []corev1.ContainerPort{{ContainerPort: declared}}
+		hp := framework.NewPod(ns, "host-agent", web)
+		hp.Spec.HostNetwork = true
+		hp = c.WaitForPodReady(t, c.CreatePod(t, hp), 2*time.Minute)
+		liveness := v1alpha1.LivenessProbeName("web")
+		s.writeEntries(t, []v1alpha1.PodProbe{{Name: hp.Name, Namespace: ns, UID: string(hp.UID), IP: hp.Status.PodIP,
+			Probes: []v1alpha1.ContainerProbe{
+				probe("declared", "web", loopback(tcp(declared))),
+				probe("kubelet", "web", tcp(10250)),
+				probe("kubelet-loopback", "web", loopback(tcp(10250))),
+				probe(liveness, "web", loopback(tcp(undeclared))),
+			}}})
+		refusal := "uses the host network and declares no TCP containerPort 10250"
+		want := map[string]struct {
+			state v1alpha1.ProbeState
+			msg   string
+		}{
+			"declared":         {v1alpha1.ProbeSucceeded, ""},
+			"kubelet":          {v1alpha1.ProbeUnknown, refusal},
+			"kubelet-loopback": {v1alpha1.ProbeUnknown, refusal},
+			liveness:           {v1alpha1.ProbeFailed, "connection refused"},
+		}
+		err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "the hostNetwork pod's probes",
+			func(ctx context.Context) (bool, string, error) {
+				st, err := c.ProbeStates(ctx, c.Rig.NodeName(), hp.UID)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				for name, w := range want {
+					if st[name].State != w.state || !strings.Contains(st[name].Message, w.msg) {
+						return false, fmt.Sprintf("%s: %s %q, want %s %q", name, st[name].State, st[name].Message, w.state, w.msg), nil
+					}
+				}
+				return true, "", nil
+			})
+		if err != nil {
+			st, _ := c.ProbeStates(framework.Context(t, time.Minute), c.Rig.NodeName(), hp.UID)
+			t.Fatalf("%v\nstates: %+v\nnode service log:\n%s", err, st, logtail.Last(s.svc.Logs(), 30))
+		}
+	})
+
 	if strings.Contains(s.svc.Logs(), "panic") {
 		t.Errorf("the node service log shows a panic:\n%s", s.svc.Logs())
 	}

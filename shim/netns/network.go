@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/probeshim/probeshim/prober"
@@ -36,6 +38,8 @@ type Network struct {
 	timeout   time.Duration
 	host      *Dialer
 	hostAddrs func() ([]netip.Addr, error)
+
+	ports atomic.Pointer[PortCheck]
 
 	mu     sync.Mutex
 	pods   map[string]*podNet
@@ -66,6 +70,15 @@ func NewNetwork(resolve Resolver) *Network {
 
 var _ prober.Network = (*Network)(nil)
 
+// PortCheck tells whether the pod of podUID declares port as a TCP containerPort; known is false
+// when the pod is not known (yet).
+type PortCheck func(podUID string, port int32) (declared, known bool)
+
+// SetPortCheck sets how a pod's declared ports are looked up, for the probes of hostNetwork pods
+// that may go only to those (prober.PodRef.DeclaredPortsOnly). Until it is set, such probes are
+// refused.
+func (n *Network) SetPortCheck(check PortCheck) { n.ports.Store(&check) }
+
 // DialerFor returns a Dialer that reaches only the pod: pod.IP and its
 // loopback, dialled inside the pod's network namespace. A hostNetwork pod's
 // namespace is the node's: its IP must be an address of this node, and its
@@ -88,7 +101,11 @@ func (n *Network) DialerFor(pod prober.PodRef) (prober.Dialer, error) {
 		if !slices.Contains(n.nodeAddrs(), ip) {
 			return nil, fmt.Errorf("%w: IP %s of hostNetwork pod %s/%s is not an address of this node", prober.ErrRefused, ip, pod.Namespace, pod.Name)
 		}
-		return podOnly{Dialer: n.host, ip: ip}, nil
+		d := podOnly{Dialer: n.host, ip: ip}
+		if pod.DeclaredPortsOnly {
+			d.port = n.declaredPort(pod)
+		}
+		return d, nil
 	}
 	if !slices.Contains(pn.ips, ip) {
 		return nil, fmt.Errorf("%w: IP %s is not pod %s/%s's own; the runtime reports %v", prober.ErrRefused, ip, pod.Namespace, pod.Name, pn.ips)
@@ -174,27 +191,67 @@ func interfaceAddrs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// podOnly dials the pod's IP and its loopback (for a hostNetwork pod, the
-// node's: the namespace the pod runs in). Anything else is refused: the engine
-// never asks for it, and a Dialer must not be a way to reach what the pod is
-// not.
-type podOnly struct {
-	*Dialer
-	ip netip.Addr
+// declaredPort is the port check of a hostNetwork pod's Dialer: a port of the node that the pod
+// does not claim (the kubelet's, another service's) is never dialled for it, whatever its
+// NodePodProbe entry says.
+func (n *Network) declaredPort(pod prober.PodRef) func(port int32) error {
+	check := n.ports.Load()
+	return func(port int32) error {
+		if check == nil {
+			return fmt.Errorf("%w: the ports hostNetwork pod %s/%s declares are not known yet", prober.ErrRefused, pod.Namespace, pod.Name)
+		}
+		declared, known := (*check)(pod.UID, port)
+		switch {
+		case !known:
+			return fmt.Errorf("%w: hostNetwork pod %s/%s is not known to this node yet", prober.ErrRefused, pod.Namespace, pod.Name)
+		case !declared:
+			return fmt.Errorf("%w: pod %s/%s uses the host network and declares no TCP containerPort %d: "+
+				"a probe of it goes only to a port the pod declares", prober.ErrRefused, pod.Namespace, pod.Name, port)
+		}
+		return nil
+	}
 }
 
+// podOnly dials the pod's IP and its loopback (for a hostNetwork pod, the
+// node's: the namespace the pod runs in), and, when port is set, only the
+// ports it allows. Anything else is refused: the engine never asks for it,
+// and a Dialer must not be a way to reach what the pod is not.
+type podOnly struct {
+	*Dialer
+	ip   netip.Addr
+	port func(int32) error
+}
+
+var _ prober.AddressChecker = podOnly{}
+
 func (d podOnly) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(address)
+	if err := d.CheckAddress(address); err != nil {
+		return nil, err
+	}
+	return d.Dialer.DialContext(ctx, network, address)
+}
+
+// CheckAddress refuses what DialContext refuses, before anything is dialled.
+func (d podOnly) CheckAddress(address string) error {
+	host, portText, err := net.SplitHostPort(address)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidAddress, err) //nolint:errorlint // callers branch on the kind; the cause is text
+		return fmt.Errorf("%w: %v", ErrInvalidAddress, err) //nolint:errorlint // callers branch on the kind; the cause is text
 	}
 	a, err := netip.ParseAddr(host)
-	if err == nil {
-		if a = a.Unmap(); a == d.ip || a.IsLoopback() {
-			return d.Dialer.DialContext(ctx, network, address)
-		}
+	if err != nil {
+		return fmt.Errorf("%w: %s is not the pod's IP %s or its loopback", prober.ErrRefused, address, d.ip)
 	}
-	return nil, fmt.Errorf("%w: %s is not the pod's IP %s or its loopback", prober.ErrRefused, address, d.ip)
+	if a = a.Unmap(); a != d.ip && !a.IsLoopback() {
+		return fmt.Errorf("%w: %s is not the pod's IP %s or its loopback", prober.ErrRefused, address, d.ip)
+	}
+	if d.port == nil {
+		return nil
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return fmt.Errorf("%w: port %q", ErrInvalidAddress, portText)
+	}
+	return d.port(int32(port))
 }
 
 // Forget closes the pod's namespace handle, if any.

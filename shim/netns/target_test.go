@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -29,7 +30,7 @@ func TestNetworkTargets(t *testing.T) {
 	var resolved atomic.Int32
 	n := NewNetwork(func(_ context.Context, uid string) (string, bool, []string, error) {
 		resolved.Add(1)
-		if uid == "host-pod" {
+		if strings.HasPrefix(uid, "host-") {
 			return "", true, nil, nil
 		}
 		return ns.path, false, []string{"10.99.0.2"}, nil
@@ -110,6 +111,51 @@ func TestNetworkTargets(t *testing.T) {
 	}
 	if _, err := hd.DialContext(context.Background(), "tcp", "192.0.2.11:10250"); !errors.Is(err, prober.ErrRefused) {
 		t.Errorf("hostNetwork pod, another address: %v, want refused", err)
+	}
+
+	// A marker's probe of a hostNetwork pod goes only to a port the pod declares: the node's
+	// other ports (the kubelet's 10250) are refused before a dial, whatever the entry says.
+	_, declaredPort, _ := net.SplitHostPort(nodeLoopback.Addr().String())
+	marker := prober.PodRef{UID: "host-pod", Namespace: "ns", Name: "h", IP: "192.0.2.10", DeclaredPortsOnly: true}
+	md, err := n.DialerFor(marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := md.DialContext(context.Background(), "tcp", nodeLoopback.Addr().String()); !errors.Is(err, prober.ErrRefused) ||
+		!strings.Contains(err.Error(), "declared ports") && !strings.Contains(err.Error(), "not known yet") {
+		t.Errorf("before the ports are known: %v, want refused", err)
+	}
+	n.SetPortCheck(func(uid string, port int32) (bool, bool) {
+		return strconv.Itoa(int(port)) == declaredPort, uid == "host-pod"
+	})
+	if md, err = n.DialerFor(marker); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := md.DialContext(context.Background(), "tcp", nodeLoopback.Addr().String()); err != nil {
+		t.Errorf("hostNetwork pod, declared port on loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	for _, addr := range []string{"127.0.0.1:10250", "192.0.2.10:10250"} {
+		_, err := md.DialContext(context.Background(), "tcp", addr)
+		if want := "pod ns/h uses the host network and declares no TCP containerPort 10250"; !errors.Is(err, prober.ErrRefused) ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want refused: %s", addr, err, want)
+		}
+	}
+	stranger := marker
+	stranger.UID = "host-unknown"
+	if sd, err := n.DialerFor(stranger); err != nil {
+		t.Fatal(err)
+	} else if _, err := sd.DialContext(context.Background(), "tcp", nodeLoopback.Addr().String()); !errors.Is(err, prober.ErrRefused) ||
+		!strings.Contains(err.Error(), "not known to this node") {
+		t.Errorf("a pod the node does not know: %v, want refused", err)
+	}
+	// The pod's own liveness probes are not bound to its declared ports, as the kubelet's are not.
+	if c, err := hd.DialContext(context.Background(), "tcp", nodeLoopback.Addr().String()); err != nil {
+		t.Errorf("liveness probe of a hostNetwork pod: %v", err)
+	} else {
+		c.Close()
 	}
 	// An unknown IP asks the runtime again, but at most every reresolveAfter.
 	before := resolved.Load()

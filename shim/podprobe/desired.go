@@ -80,8 +80,9 @@ func desiredFromSpec(spec *v1alpha1.NodePodProbeSpec) (run []prober.Desired, ref
 				typ = probeTypeLiveness
 			}
 			run = append(run, prober.Desired{
-				Key:       key,
-				Pod:       prober.PodRef{UID: pp.UID, Namespace: pp.Namespace, Name: pp.Name, IP: pp.IP},
+				Key: key,
+				Pod: prober.PodRef{UID: pp.UID, Namespace: pp.Namespace, Name: pp.Name, IP: pp.IP,
+					DeclaredPortsOnly: !opts.Liveness},
 				Spec:      *p.Probe.Probe.DeepCopy(),
 				ProbeType: typ,
 				ReadFile:  readFile,

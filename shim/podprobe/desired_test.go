@@ -61,3 +61,23 @@ func TestDesiredExecFree(t *testing.T) {
 		t.Fatalf("refused %+v, want script", refused)
 	}
 }
+
+// A marker's probe may go only to a port a hostNetwork pod declares (the Network checks it); the
+// pod's own liveness probe goes where its spec says, as the kubelet's does.
+func TestDesiredDeclaredPortsOnlyForMarkers(t *testing.T) {
+	tcp := v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(10250)}}}}
+	spec := &v1alpha1.NodePodProbeSpec{PodProbes: []v1alpha1.PodProbe{{Name: "p", Namespace: "ns", UID: "u", IP: "192.0.2.10",
+		Probes: []v1alpha1.ContainerProbe{
+			{Name: "m#up", ContainerName: "c", Probe: tcp},
+			{Name: v1alpha1.LivenessProbeName("c"), ContainerName: "c", Probe: tcp},
+		}}}}
+	run, refused := desiredFromSpec(spec)
+	if len(run) != 2 || len(refused) != 0 {
+		t.Fatalf("run %+v, refused %+v", run, refused)
+	}
+	for _, d := range run {
+		if want := d.Key.Probe == "m#up"; d.Pod.DeclaredPortsOnly != want {
+			t.Errorf("%s: DeclaredPortsOnly %v, want %v", d.Key.Probe, d.Pod.DeclaredPortsOnly, want)
+		}
+	}
+}

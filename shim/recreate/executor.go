@@ -286,6 +286,16 @@ func (e *Executor) retire(w *podWorker) bool {
 	return true
 }
 
+// DeclaresPort tells whether the pod of uid, as the informer has it, declares port as a TCP
+// containerPort (a netns.PortCheck).
+func (e *Executor) DeclaresPort(uid string, port int32) (declared, known bool) {
+	p := e.pod(uid)
+	if p == nil {
+		return false, false
+	}
+	return v1alpha1.DeclaresTCPPort(p, port), true
+}
+
 // pod returns the pod of uid from the informer, or nil.
 func (e *Executor) pod(uid string) *corev1.Pod {
 	objs, _ := e.pods.ByIndex(podUIDIndex, uid)

@@ -307,6 +307,8 @@ func (s *service) buildAPI(clients *kube.Clients) *apiSide {
 		Runtime: s.out.runtime, Containers: s.out.tracker, Network: s.hookNetwork,
 		Events: recorder, Log: s.log,
 	})
+	// The executor's pod cache keeps each container's ports: what a hostNetwork pod declares.
+	s.network.SetPortCheck(api.executor.DeclaresPort)
 	api.heartbeat = heartbeat.New(heartbeat.Config{
 		Relay:         s.heartbeatRelay(clients),
 		Node:          s.cfg.NodeName,

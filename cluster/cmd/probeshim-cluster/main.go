@@ -22,6 +22,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/controller/nodepodprobe"
 	"github.com/probeshim/probeshim/cluster/kruise"
+	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	buildversion "github.com/probeshim/probeshim/internal/version"
 )
 
@@ -46,6 +47,8 @@ type options struct {
 	webhookConfigName string
 	certMode          string
 	certExtraNames    string
+	clientCAFile      string
+	clientNames       string
 
 	serviceAccountUsername string
 	nodeGroup              string
@@ -84,6 +87,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.secretName, "webhook-secret-name", "probeshim-webhook-certs", "Secret holding the webhook CA and certificate")
 	fs.StringVar(&o.webhookConfigName, "webhook-configuration-name", "probeshim", "name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration whose CA bundle the deployment keeps")
 	fs.StringVar(&o.certMode, "cert-mode", string(certs.ModeAuto), "who manages the webhook certificate: self; external (e.g. cert-manager; only wait for the files); auto = self unless a webhook configuration carries cert-manager.io/inject-ca-from")
+	fs.StringVar(&o.clientCAFile, "webhook-client-ca-file", "", "PEM CA bundle of the client certificate the API server presents to admission webhooks (its AdmissionConfiguration's kubeConfigFile); when set, the webhooks answer only clients with a certificate it signed, not any pod that reaches the Service")
+	fs.StringVar(&o.clientNames, "webhook-client-names", "", "with --webhook-client-ca-file: comma-separated common names or DNS names the API server's client certificate may have (default: any the CA signed)")
 	fs.StringVar(&o.certExtraNames, "webhook-cert-extra-names", "", "comma-separated further DNS names or IPs for the webhook certificate (e.g. for running outside the cluster)")
 
 	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
@@ -131,7 +136,28 @@ func (o *options) complete() error {
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))
 	}
+	if o.clientNames != "" && o.clientCAFile == "" {
+		errs = append(errs, errors.New("--webhook-client-names needs --webhook-client-ca-file"))
+	}
 	return errors.Join(errs...)
+}
+
+// clientAuth is what --webhook-client-ca-file and --webhook-client-names ask for, or nil.
+func (o *options) clientAuth() (*probeshimwebhook.ClientAuth, error) {
+	if o.clientCAFile == "" {
+		return nil, nil
+	}
+	var names []string
+	for _, n := range strings.Split(o.clientNames, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	a, err := probeshimwebhook.LoadClientAuth(o.clientCAFile, names)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
+	}
+	return a, nil
 }
 
 func (o *options) extraNames() []string {

@@ -61,11 +61,16 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	if !o.enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	clientAuth, err := o.clientAuth()
+	if err != nil {
+		return err
+	}
 	webhookTLSOpts := tlsOpts
-	if o.heartbeatRelay {
-		// The heartbeat relay authenticates nodes by their client certificates: ask for one. It is
-		// verified by the relay against the API server's client CA, which changes at run time;
-		// admission requests come without one, as before.
+	if o.heartbeatRelay || clientAuth != nil {
+		// The heartbeat relay authenticates nodes by their client certificates, and with
+		// --webhook-client-ca-file the admission handlers the API server by its: ask for one.
+		// Each verifies it against its own CA (the relay's, the API server's client CA, changes
+		// at run time), so the TLS layer takes any.
 		webhookTLSOpts = append(slices.Clone(tlsOpts), func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert })
 	}
 	server := &preparedServer{Server: webhook.NewServer(webhook.Options{
@@ -163,7 +168,8 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 	}
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), probeshimwebhook.Options{
-		Holds: probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR}, MaxProbeTimeoutSeconds: int32(o.maxProbeTimeout)})
+		Holds: probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR}, MaxProbeTimeoutSeconds: int32(o.maxProbeTimeout),
+		ClientAuth: clientAuth})
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err

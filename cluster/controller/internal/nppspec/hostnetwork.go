@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
 
 // CheckHostNetwork returns why a marker's network probe (after ResolvePorts) may not go to pod,
@@ -29,21 +31,8 @@ func CheckHostNetwork(probe *corev1.Probe, pod *corev1.Pod) error {
 	default:
 		return nil // exec
 	}
-	if !declares(pod, port) {
+	if !v1alpha1.DeclaresTCPPort(pod, port) {
 		return fmt.Errorf("pod %s uses the host network: a marker probe may only go to a port the pod declares in a containerPort, and %d is not one", pod.Name, port)
 	}
 	return nil
-}
-
-func declares(pod *corev1.Pod, port int32) bool {
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for i := range list {
-			for _, p := range list[i].Ports {
-				if p.ContainerPort == port && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
