@@ -377,8 +377,8 @@ type PoolStatus struct {
 	Name                string // "exec" or "network"
 	Limit, PerNamespace int
 	// Running is the probes running now, Queued the due ones waiting for a runner (their pool
-	// or their namespace's share busy), Namespaces how many namespaces run probes.
-	Running, Queued, Namespaces int
+	// or their namespace's share busy).
+	Running, Queued int
 	// StartedLate counts the probes that started more than LateAfter after their time;
 	// LastLate is when the latest of them started (zero: never) and LastLateBy how late.
 	StartedLate uint64
@@ -393,7 +393,7 @@ func (m *Manager) Pools() []PoolStatus {
 	var out []PoolStatus
 	for _, p := range []*pool{&m.execPool, &m.netPool} {
 		st := PoolStatus{Name: p.name, Limit: p.limit, PerNamespace: p.nsLimit, Queued: p.queue.n,
-			Namespaces: len(p.running), StartedLate: p.late.Load(), LastLateBy: time.Duration(p.lastLateBy.Load())}
+			StartedLate: p.late.Load(), LastLateBy: time.Duration(p.lastLateBy.Load())}
 		for _, n := range p.running {
 			st.Running += n
 		}

@@ -328,7 +328,7 @@ func TestPoolsStatus(t *testing.T) {
 	eventually(t, "two execs started", func() bool { return h.exec.count() == 2 })
 	h.clock.Step(2 * time.Second)
 	got := h.m.Pools()
-	if want := (PoolStatus{Name: "exec", Limit: 4, PerNamespace: 2, Running: 2, Queued: 1, Namespaces: 1}); got[0] != want {
+	if want := (PoolStatus{Name: "exec", Limit: 4, PerNamespace: 2, Running: 2, Queued: 1}); got[0] != want {
 		t.Errorf("exec pool %+v, want %+v", got[0], want)
 	}
 	if got[1].Name != "network" || got[1].Limit != DefaultNetworkConcurrency || got[1].Running != 0 {

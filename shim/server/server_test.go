@@ -152,7 +152,7 @@ func TestStatusSocket(t *testing.T) {
 	runners := &RunnersStatus{Pools: []PoolStatus{
 		{Name: "exec", Limit: 32, PerNamespace: 8, Running: 32, Queued: 37, StartedLate: 120, LastLate: probeTime, LastLateSeconds: 12.5},
 		{Name: "network", Limit: 256, PerNamespace: 64},
-	}, Late: "exec probes start late: the latest 12.5s after its time, 0s ago; 32 running, 37 queued (all 32 runners busy)"}
+	}, Late: "exec probes start late: the latest 13s after its time (all 32 runners busy)"}
 	s := start(t, Options{StatusSocket: sock, Node: "worker-1", Status: source, Runners: func() *RunnersStatus { return runners }})
 	if s.Addr("health") != nil {
 		t.Fatal("health endpoint without an address")
@@ -193,7 +193,7 @@ func TestStatusSocket(t *testing.T) {
 	for _, want := range []string{
 		"node worker-1: 3 probe(s)",
 		"probe runners: exec 32 of 32 running, 37 queued (8 per namespace), 120 started late; network 0 of 256 running",
-		"PROBES START LATE: exec probes start late: the latest 12.5s",
+		"PROBES START LATE: exec probes start late: the latest 13s",
 		"NAMESPACE", "RESULT",
 		"batch      job-0  main       live   -        Unknown  never       never",
 		"shop       web-1  app        ready  httpGet  Failure  4s ago      1m34s ago  HTTP probe failed with statuscode: 500",

@@ -17,7 +17,9 @@ const lateWindow = time.Minute
 
 // probesLate says which pools started a probe late within lateWindow before now, how late and
 // why ("" when none did): the node's heartbeat and status carry it, so that a node whose probes
-// run behind their time says so while its Lease still says it is live.
+// run behind their time says so while its Lease still says it is live. The text stays the same
+// while the node stays as late (no "ago", no counts, whole seconds): each change is a write of
+// the Lease's annotation and of the node's NodePodProbe.
 func probesLate(now time.Time, pools []prober.PoolStatus) string {
 	var parts []string
 	for _, p := range pools {
@@ -31,8 +33,8 @@ func probesLate(now time.Time, pools []prober.PoolStatus) string {
 		case p.Queued > 0:
 			why = fmt.Sprintf("namespaces at their share of %d runners", p.PerNamespace)
 		}
-		parts = append(parts, fmt.Sprintf("%s probes start late: the latest %s after its time, %s ago; %d running, %d queued (%s)",
-			p.Name, p.LastLateBy.Round(100*time.Millisecond), now.Sub(p.LastLate).Round(time.Second), p.Running, p.Queued, why))
+		parts = append(parts, fmt.Sprintf("%s probes start late: the latest %s after its time (%s)",
+			p.Name, max(p.LastLateBy.Round(time.Second), time.Second), why))
 	}
 	return strings.Join(parts, "; ")
 }
