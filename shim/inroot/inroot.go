@@ -310,8 +310,11 @@ func restore(s identity) error {
 		if err == nil {
 			err = unix.Capget(&hdr, &now[0])
 		}
-		if err != nil || now != s.caps {
-			errs = append(errs, fmt.Errorf("restore capabilities: now %+v, want %+v (%v)", now, s.caps, err))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("restore capabilities: %w", err))
+		case now != s.caps:
+			errs = append(errs, fmt.Errorf("restore capabilities: now %+v, want %+v", now, s.caps))
 		}
 	}
 	return errors.Join(errs...)

@@ -66,7 +66,7 @@ func underKernelFS(file string) bool {
 // grandfatherKernelFS drops, on update, the refusal of a /proc or /sys path that the old object
 // already read exec-free, so that a marker admitted before the rule can still be edited and
 // deleted (its finalizer removed); the node service refuses the read itself.
-func grandfatherKernelFS(errs field.ErrorList, newObj, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
+func grandfatherKernelFS(errs field.ErrorList, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
 	if !v1alpha1.ExecFree(oldObj) {
 		return errs
 	}

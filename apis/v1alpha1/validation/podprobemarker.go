@@ -38,7 +38,7 @@ func validateOnSilent(annotations map[string]string) field.ErrorList {
 // ValidatePodProbeMarkerUpdate checks a PodProbeMarker on update: the new object must be valid and
 // its selector unchanged, because the marker must keep cleaning up the pods it already labelled.
 func ValidatePodProbeMarkerUpdate(newObj, oldObj *v1alpha1.PodProbeMarker) field.ErrorList {
-	errs := grandfatherKernelFS(grandfatherReserved(ValidatePodProbeMarker(newObj), newObj, oldObj), newObj, oldObj)
+	errs := grandfatherKernelFS(grandfatherReserved(ValidatePodProbeMarker(newObj), newObj, oldObj), oldObj)
 	if !equality.Semantic.DeepEqual(newObj.Spec.Selector, oldObj.Spec.Selector) {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "selector"),
 			metav1.FormatLabelSelector(newObj.Spec.Selector),
