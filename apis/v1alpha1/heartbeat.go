@@ -40,6 +40,25 @@ const (
 	MaxProbesLateBytes   = 512
 )
 
+// LabelNodeServed is "true" on a Node while its probeshim node service renews its heartbeat
+// (NodeServiceLive); the cluster deployment sets it and removes it when the service is silent or
+// has no Lease. Pods opted in to enhanced liveness are scheduled only onto nodes with it
+// (AnnotationServedNodeAffinity). Its prefix is one the NodeRestriction admission plugin keeps a
+// kubelet from setting on its own Node: a node cannot claim to be served.
+const LabelNodeServed = "node-restriction.kubernetes.io/probeshim-served"
+
+// AnnotationServedNodeAffinity on a pod opted in to enhanced liveness chooses how admission ties
+// it to nodes with LabelNodeServed, overriding the cluster's default: ServedNodeRequire (a
+// required node affinity: the pod waits, Pending, until a served node can take it),
+// ServedNodePrefer (a preferred one) or ServedNodeOff (none: on a node without a node service the
+// pod runs without liveness).
+const (
+	AnnotationServedNodeAffinity = "probeshim.io/served-node-affinity"
+	ServedNodeRequire            = "require"
+	ServedNodePrefer             = "prefer"
+	ServedNodeOff                = "off"
+)
+
 // SetProbesLate sets obj's probes-late annotation to note, bounded, or removes it when note is "".
 func SetProbesLate(obj metav1.Object, note string) {
 	a := obj.GetAnnotations()

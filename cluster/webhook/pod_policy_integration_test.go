@@ -5,6 +5,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -211,4 +212,40 @@ func TestPodLivenessContextPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The cluster deployment may patch Nodes (RBAC, for the served label) but change nothing of a
+// Node except that label; others are not affected by the policy.
+func TestNodeServedLabelPolicy(t *testing.T) {
+	policyReady(t)
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("served-%d", podPolicySeq.Add(1)), Labels: map[string]string{"zone": "a"}}}
+	if err := testEnv.admin.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testEnv.admin.Delete(context.Background(), node) })
+	patch := func(body string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(body)) }
+	cluster := clusterClient(t)
+	const denial = "may change only the label node-restriction.kubernetes.io/probeshim-served of a Node"
+	var err error
+	poll.Eventually(t, 15*time.Second, func() error { // the policy may not be in effect yet
+		err = cluster.Patch(ctx, node.DeepCopy(), patch(`{"metadata":{"labels":{"zone":"b"}}}`))
+		if err == nil {
+			return errors.New("admitted a change of another label")
+		}
+		return nil
+	})
+	wantDenied(t, err, denial)
+	wantDenied(t, cluster.Patch(ctx, node.DeepCopy(), patch(`{"metadata":{"labels":{"zone":null}}}`)), denial)
+	wantDenied(t, cluster.Patch(ctx, node.DeepCopy(), patch(`{"metadata":{"annotations":{"x":"y"}}}`)), denial)
+	wantDenied(t, cluster.Patch(ctx, node.DeepCopy(), patch(`{"spec":{"unschedulable":true}}`)), denial)
+	for _, body := range []string{`{"metadata":{"labels":{"` + v1alpha1.LabelNodeServed + `":"true"}}}`,
+		`{"metadata":{"labels":{"` + v1alpha1.LabelNodeServed + `":null}}}`} {
+		if err := cluster.Patch(ctx, node.DeepCopy(), patch(body)); err != nil {
+			t.Errorf("the served label, %s: %v", body, err)
+		}
+	}
+	if err := testEnv.admin.Patch(ctx, node.DeepCopy(), patch(`{"metadata":{"labels":{"zone":"c"}}}`)); err != nil {
+		t.Errorf("an admin's label change: %v", err)
+	}
 }

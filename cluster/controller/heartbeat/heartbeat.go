@@ -8,7 +8,8 @@
 // (v1alpha1.AnnotationNodeService and AnnotationNodeServiceSince), only when it changes. The
 // pod status controller and the liveness decider read it from there: a silent node's results are
 // Unknown, and its liveness restarts are held. Being on the object they already watch, the state
-// survives a leader change, and `kubectl get npp` shows it.
+// survives a leader change, and `kubectl get npp` shows it. A node whose service is live carries
+// the label v1alpha1.LabelNodeServed, by which pods opted in to enhanced liveness are scheduled.
 //
 // A missing Lease means silence only for a node known to heartbeat (recorded Live or Silent): once
 // the grace has passed since this controller first saw it missing, its results are Unknown, so a
@@ -72,7 +73,7 @@ const (
 )
 
 // The Leases are read and deleted through a Role in LeaseNamespace (cluster/deploy/rbac.yaml).
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=nodepodprobes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -122,7 +123,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(event.UpdateEvent) bool { return false }, // only its coming and going matter
+			// Its coming and going matter, and its served label (someone else changing it is put right).
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetLabels()[v1alpha1.LabelNodeServed] != e.ObjectNew.GetLabels()[v1alpha1.LabelNodeServed]
+			},
 		})).
 		// Keyed by the node's name alone, like the Node and the NodePodProbe: one reconcile per node.
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(leaseToNode), builder.WithPredicates(r.leaseChanged())).
@@ -199,6 +203,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else {
 		r.silent.WithLabelValues(name).Set(0)
 	}
+	if err := r.labelServed(ctx, node, st.value == v1alpha1.NodeServiceLive); err != nil {
+		return reconcile.Result{}, err
+	}
 	if st.value != v1alpha1.NodeServiceLive {
 		late = "" // a silent node's note is as stale as its results
 	}
@@ -208,6 +215,33 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return reconcile.Result{RequeueAfter: recheck}, nil
+}
+
+// labelServed sets v1alpha1.LabelNodeServed on node while its node service is live and removes
+// it otherwise, when it is not so already: the scheduler places pods opted in to enhanced
+// liveness by it.
+func (r *reconciler) labelServed(ctx context.Context, node *corev1.Node, served bool) error {
+	value, has := node.Labels[v1alpha1.LabelNodeServed]
+	if served == has && (!served || value == "true") {
+		return nil
+	}
+	var v any // nil: a merge patch removes the label
+	if served {
+		v = "true"
+	}
+	body := map[string]any{"metadata": map[string]any{"labels": map[string]any{v1alpha1.LabelNodeServed: v}}}
+	if err := r.client.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, client.RawPatch(types.MergePatchType, mustJSON(body))); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("labelling node %s %s=%v: %w", node.Name, v1alpha1.LabelNodeServed, served, err)
+	}
+	if served {
+		logf.FromContext(ctx).Info("node served: pods opted in to enhanced liveness may be scheduled here", "label", v1alpha1.LabelNodeServed)
+	} else {
+		logf.FromContext(ctx).Info("node not served: pods opted in to enhanced liveness are not scheduled here", "label", v1alpha1.LabelNodeServed)
+	}
+	return nil
 }
 
 // missingSince is when node was first seen without a Lease, while missing; it forgets the node

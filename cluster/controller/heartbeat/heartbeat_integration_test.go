@@ -713,3 +713,47 @@ func TestProbesLateReachesNodePodProbe(t *testing.T) {
 	waitNPPState(t, node, v1alpha1.NodeServiceSilent)
 	waitNote(gone)
 }
+
+// A node carries the served label while its node service renews its Lease: none before the first
+// renewal, set within moments of it, put back when someone removes it, removed once the Lease is
+// older than the grace, and set again when the service comes back.
+func TestServedLabel(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	node := env.Node(t, true).Name
+	served := func(want bool) {
+		t.Helper()
+		poll.Eventually(t, 10*time.Second, func() error {
+			n := &corev1.Node{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+				return err
+			}
+			if v, ok := n.Labels[v1alpha1.LabelNodeServed]; ok != want || (want && v != "true") {
+				return fmt.Errorf("node %s labels %v, want %s: %v", node, n.Labels, v1alpha1.LabelNodeServed, want)
+			}
+			return nil
+		})
+	}
+	poll.Consistently(t, time.Second, func() error {
+		n := &corev1.Node{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		if _, ok := n.Labels[v1alpha1.LabelNodeServed]; ok {
+			return fmt.Errorf("node %s is labelled served without a node service", node)
+		}
+		return nil
+	})
+	svc := startNodeService(t, node)
+	served(true)
+
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+v1alpha1.LabelNodeServed+`":null}}}`))
+	if err := env.Client.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, patch); err != nil {
+		t.Fatal(err)
+	}
+	served(true)
+
+	svc.halt()
+	served(false)
+	svc.start()
+	served(true)
+}
