@@ -48,6 +48,12 @@ type LivenessMutator struct {
 	Hold func() string
 	// MaxTimeoutSeconds is the ceiling on the moved probes' timeoutSeconds (0: none).
 	MaxTimeoutSeconds int32
+	// ServedNodes is how a pod whose probes are moved is tied to nodes with a live node service
+	// (v1alpha1.LabelNodeServed), unless the pod's v1alpha1.AnnotationServedNodeAffinity says
+	// otherwise: v1alpha1.ServedNodeRequire ("" too), ServedNodePrefer or ServedNodeOff. The
+	// choice made is recorded in that annotation. A pod already bound to a node (spec.nodeName)
+	// gets no affinity: it is placed where it says.
+	ServedNodes string
 }
 
 var _ admission.Handler = LivenessMutator{}
@@ -94,7 +100,15 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 			fmt.Sprintf("the pod's liveness probes take %d bytes as this annotation, over the %d a pod's enhanced liveness probes may take: use fewer or smaller probes",
 				len(value), v1alpha1.MaxContainerProbeContextBytes))})
 	}
-	mutated, err := moveLivenessProbes(req.Object.Raw, value, moved)
+	policy, errs := m.servedNodePolicy(pod)
+	if len(errs) > 0 {
+		return denyPod(pod, req.Namespace, errs)
+	}
+	var affinity *corev1.Affinity
+	if pod.Spec.NodeName == "" {
+		affinity = withServedNode(pod.Spec.Affinity, policy)
+	}
+	mutated, err := moveLivenessProbes(req.Object.Raw, value, moved, policy, affinity)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -181,7 +195,78 @@ func livenessContext(pod *corev1.Pod, maxTimeout int32) ([]v1alpha1.ContainerLiv
 
 // moveLivenessProbes edits the pod's JSON as sent, not a re-encoding of the typed pod, so the
 // patch carries exactly our change and nothing the typed round trip would add or drop.
-func moveLivenessProbes(raw []byte, annotation string, moved []probedContainer) ([]byte, error) {
+// servedNodePolicy is how pod is tied to served nodes: its annotation, or m's default.
+func (m LivenessMutator) servedNodePolicy(pod *corev1.Pod) (string, field.ErrorList) {
+	policy, set := pod.Annotations[v1alpha1.AnnotationServedNodeAffinity]
+	if !set {
+		policy = m.ServedNodes
+	}
+	switch policy {
+	case "":
+		return v1alpha1.ServedNodeRequire, nil
+	case v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff:
+		return policy, nil
+	}
+	return "", field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationServedNodeAffinity),
+		policy, []string{v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff})}
+}
+
+// servedNode is the node selector requirement of a node with a live node service.
+var servedNode = corev1.NodeSelectorRequirement{Key: v1alpha1.LabelNodeServed, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}
+
+// withServedNode returns a copy of a with the served-node requirement policy asks for: added to
+// every required term (each is ORed with the others, so each must require it), or as a preferred
+// term; nil when there is nothing to add.
+func withServedNode(a *corev1.Affinity, policy string) *corev1.Affinity {
+	if policy == v1alpha1.ServedNodeOff {
+		return nil
+	}
+	a = a.DeepCopy()
+	if a == nil {
+		a = &corev1.Affinity{}
+	}
+	if a.NodeAffinity == nil {
+		a.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := a.NodeAffinity
+	has := func(t corev1.NodeSelectorTerm) bool {
+		for _, e := range t.MatchExpressions {
+			if e.Key == servedNode.Key && e.Operator == servedNode.Operator && len(e.Values) == 1 && e.Values[0] == "true" {
+				return true
+			}
+		}
+		return false
+	}
+	changed := false
+	if policy == v1alpha1.ServedNodePrefer {
+		for _, p := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+			if has(p.Preference) {
+				return nil
+			}
+		}
+		na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution,
+			corev1.PreferredSchedulingTerm{Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{servedNode}}})
+		return a
+	}
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil || len(na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == 0 {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		if !has(terms[i]) {
+			terms[i].MatchExpressions = append(terms[i].MatchExpressions, servedNode)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return a
+}
+
+// moveLivenessProbes writes the probe context annotation and the served-node policy into raw,
+// removes the moved probes from their containers and, when affinity is not nil, sets it.
+func moveLivenessProbes(raw []byte, annotation string, moved []probedContainer, policy string, affinity *corev1.Affinity) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var obj map[string]any
@@ -197,9 +282,21 @@ func moveLivenessProbes(raw []byte, annotation string, moved []probedContainer) 
 		return nil, fmt.Errorf("pod has no annotations object")
 	}
 	ann[v1alpha1.AnnotationContainerProbeContext] = annotation
+	ann[v1alpha1.AnnotationServedNodeAffinity] = policy
 	spec, ok := obj["spec"].(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("pod has no spec object")
+	}
+	if affinity != nil {
+		b, err := json.Marshal(affinity)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, err
+		}
+		spec["affinity"] = v
 	}
 	for _, pc := range moved {
 		list, _ := spec[pc.list].([]any)

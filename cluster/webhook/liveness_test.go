@@ -14,6 +14,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
 
 func podRequest(t *testing.T, op admissionv1.Operation, pod string) admission.Request {
@@ -109,19 +111,24 @@ func TestLivenessMutatorPatch(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
+			// Scheduling onto served nodes has its own test (TestLivenessMutatorServedNodes); here
+			// only its record in the annotation shows.
+			m := LivenessMutator{ServedNodes: v1alpha1.ServedNodeOff}
+			resp := m.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
 			if !resp.Allowed {
 				t.Fatalf("denied: %+v", resp.Result)
 			}
 			got := patchJSON(t, resp)
-			if got != tc.patch {
-				t.Errorf("patch\n got: %s\nwant: %s", got, tc.patch)
+			want := strings.Replace(tc.patch, `{"op":"remove"`,
+				`{"op":"add","path":"/metadata/annotations/probeshim.io~1served-node-affinity","value":"off"},{"op":"remove"`, 1)
+			if got != want {
+				t.Errorf("patch\n got: %s\nwant: %s", got, want)
 			}
 			if tc.patch == "" {
 				return
 			}
 			// Applying the patch twice must be a no-op the second time (idempotent).
-			again := LivenessMutator{}.Handle(context.Background(), podRequest(t, admissionv1.Create, applyPatch(t, tc.pod, got)))
+			again := m.Handle(context.Background(), podRequest(t, admissionv1.Create, applyPatch(t, tc.pod, got)))
 			if p := patchJSON(t, again); !again.Allowed || p != "" {
 				t.Errorf("second pass: allowed=%v patch %s", again.Allowed, p)
 			}
@@ -318,5 +325,68 @@ func TestLivenessMutatorBoundsAPod(t *testing.T) {
 	small := strings.ReplaceAll(pod, strings.Repeat("x", 1500), "true")
 	if resp := (LivenessMutator{}).Handle(context.Background(), podRequest(t, admissionv1.Create, small)); !resp.Allowed {
 		t.Errorf("six small probes refused: %+v", resp.Result)
+	}
+}
+
+// A pod whose liveness probes move is scheduled only onto nodes with a live node service, or
+// prefers them, as the cluster's default or its own annotation says; the choice is recorded.
+func TestLivenessMutatorServedNodes(t *testing.T) {
+	const served = `{"key":"node-restriction.kubernetes.io/probeshim-served","operator":"In","values":["true"]}`
+	pod := func(annotations, spec string) string {
+		return `{"metadata":{"name":"p","annotations":{"apps.kruise.io/using-enhanced-liveness":"true"` + annotations + `}},` +
+			`"spec":{` + spec + `"containers":[{"name":"main","image":"busybox","livenessProbe":{"exec":{"command":["true"]}}}]}}`
+	}
+	cases := []struct {
+		name, def, pod string
+		affinity       string // the pod's spec.affinity after the patch, JSON; "" none
+		recorded       string
+		denied         string
+	}{
+		{name: "required by default", pod: pod("", ""), recorded: "require",
+			affinity: `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[` + served + `]}]}}}`},
+		{name: "every required term requires it (a DaemonSet's pod)", def: "require", recorded: "require",
+			pod: pod("", `"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[`+
+				`{"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}]},{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}},`),
+			affinity: `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[` +
+				`{"matchFields":[{"key":"metadata.name","operator":"In","values":["n1"]}],"matchExpressions":[` + served + `]},` +
+				`{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]},` + served + `]}]}}}`},
+		{name: "preferred", def: "prefer", pod: pod("", ""), recorded: "prefer",
+			affinity: `{"nodeAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"preference":{"matchExpressions":[` + served + `]},"weight":100}]}}`},
+		{name: "the pod turns it off", def: "require", pod: pod(`,"probeshim.io/served-node-affinity":"off"`, ""), recorded: "off"},
+		{name: "the pod asks for it where the cluster does not", def: "off", pod: pod(`,"probeshim.io/served-node-affinity":"require"`, ""), recorded: "require",
+			affinity: `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[` + served + `]}]}}}`},
+		{name: "a pod bound to its node is placed where it says", pod: pod("", `"nodeName":"n1",`), recorded: "require"},
+		{name: "already required: not twice", recorded: "require",
+			pod:      pod("", `"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[`+served+`]}]}}},`),
+			affinity: `{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[` + served + `]}]}}}`},
+		{name: "an unknown value is refused", pod: pod(`,"probeshim.io/served-node-affinity":"maybe"`, ""),
+			denied: `metadata.annotations[probeshim.io/served-node-affinity]: Unsupported value: "maybe"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := LivenessMutator{ServedNodes: tc.def}.Handle(context.Background(), podRequest(t, admissionv1.Create, tc.pod))
+			if tc.denied != "" {
+				if resp.Allowed || !strings.Contains(resp.Result.Message, tc.denied) {
+					t.Fatalf("allowed %v: %+v; want denied: %s", resp.Allowed, resp.Result, tc.denied)
+				}
+				return
+			}
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			var got struct {
+				Metadata struct{ Annotations map[string]string }
+				Spec     struct{ Affinity json.RawMessage }
+			}
+			if err := json.Unmarshal([]byte(applyPatch(t, tc.pod, patchJSON(t, resp))), &got); err != nil {
+				t.Fatal(err)
+			}
+			if a := string(got.Spec.Affinity); a != tc.affinity {
+				t.Errorf("affinity\n got: %s\nwant: %s", a, tc.affinity)
+			}
+			if r := got.Metadata.Annotations[v1alpha1.AnnotationServedNodeAffinity]; r != tc.recorded {
+				t.Errorf("recorded %q, want %q", r, tc.recorded)
+			}
+		})
 	}
 }

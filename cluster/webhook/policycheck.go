@@ -19,13 +19,15 @@ import (
 // RequiredPolicies are the ValidatingAdmissionPolicies of cluster/deploy/admission-policies.yaml,
 // each bound (Deny) by a binding of the same name. probeshim's security relies on them: without
 // them any node could write any node's results or renew any node's heartbeat, and anyone who can
-// patch pods could forge the deployment's records or change which commands the liveness probes run.
+// patch pods could forge the deployment's records or change which commands the liveness probes run,
+// and the deployment's right to patch Nodes would reach beyond their served label.
 var RequiredPolicies = []string{
 	"probeshim-nodepodprobe-writers",
 	"probeshim-crr-status-writers",
 	"probeshim-node-lease-writers",
 	"probeshim-pod-records",
 	"probeshim-pod-liveness-context",
+	"probeshim-node-served-label",
 }
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies,verbs=get

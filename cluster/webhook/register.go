@@ -39,6 +39,9 @@ type Options struct {
 	MaxProbeTimeoutSeconds int32
 	// ClientAuth, when set, makes every handler answer only clients with its certificate.
 	ClientAuth *ClientAuth
+	// ServedNodeAffinity is the cluster's default tie of enhanced-liveness pods to served nodes
+	// (see LivenessMutator.ServedNodes).
+	ServedNodeAffinity string
 }
 
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
@@ -59,7 +62,8 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Opti
 	if opts.ClientAuth != nil {
 		srv = guarded{srv, opts.ClientAuth}
 	}
-	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes, MaxTimeoutSeconds: maxTimeout}})
+	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes, MaxTimeoutSeconds: maxTimeout,
+		ServedNodes: opts.ServedNodeAffinity}})
 	srv.Register(PathPodReadinessGate, &admission.Webhook{Handler: ReadinessGateMutator{}})
 	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer, MaxTimeoutSeconds: maxTimeout}})

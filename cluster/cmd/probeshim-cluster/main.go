@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
@@ -49,6 +50,7 @@ type options struct {
 	certExtraNames    string
 	clientCAFile      string
 	clientNames       string
+	servedNodes       string
 
 	serviceAccountUsername string
 	nodeGroup              string
@@ -94,6 +96,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.serviceAccountUsername, "service-account-username", "", "the deployment's own username, the only one the admission policy lets write NodePodProbe specs (default: system:serviceaccount:<namespace>:probeshim-cluster)")
 	fs.StringVar(&o.nodeGroup, "node-group", "probeshim:nodes", "group of dedicated node service identities; empty with --node-user-prefix to allow only the kubelet's system:node:<name>")
 	fs.IntVar(&o.nodeProbeBudget, "node-probe-budget", nodepodprobe.DefaultNodeBudget, "bytes the probes of one node may cost in its NodePodProbe; enhanced liveness probes come first; over it, markers (then, past the whole budget, liveness probes) of the namespaces over their fair share are left out on that node; keep it well under etcd's request limit (1.5 MiB by default)")
+	fs.StringVar(&o.servedNodes, "served-node-affinity", v1alpha1.ServedNodeRequire, "how pods opted in to enhanced liveness are tied to nodes whose node service is live (label "+v1alpha1.LabelNodeServed+"): require (they wait, Pending, until such a node can take them), prefer, or off (on a node without a node service they run without liveness); a pod's annotation "+v1alpha1.AnnotationServedNodeAffinity+" overrides it")
 	fs.IntVar(&o.maxProbeTimeout, "max-probe-timeout-seconds", validation.DefaultMaxTimeoutSeconds, "the most timeoutSeconds a marker's or an enhanced liveness probe may have; admission refuses more (a running probe holds one of its node's probe runners); -1: no ceiling")
 	fs.DurationVar(&o.nodeServiceGrace, "node-service-grace", heartbeat.DefaultGrace, "how old a node service's heartbeat Lease (probeshim-node-lease/<node>, renewed every 10s) may be before its node counts as silent: its pods' marker conditions go Unknown, their marks follow each marker's probeshim.io/on-node-service-silent, and liveness restarts on the node are held")
 	fs.StringVar(&o.kruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "namespace of OpenKruise's kruise-controller-manager and kruise-daemon, for detecting them")
@@ -135,6 +138,11 @@ func (o *options) complete() error {
 	}
 	if o.webhookPort <= 0 || o.webhookPort > 65535 {
 		errs = append(errs, fmt.Errorf("--webhook-port %d: want 1-65535", o.webhookPort))
+	}
+	switch o.servedNodes {
+	case v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff:
+	default:
+		errs = append(errs, fmt.Errorf("--served-node-affinity %q: want require, prefer or off", o.servedNodes))
 	}
 	if o.clientNames != "" && o.clientCAFile == "" {
 		errs = append(errs, errors.New("--webhook-client-names needs --webhook-client-ca-file"))
