@@ -120,6 +120,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	r := &reconciler{hold: o.Hold, client: mgr.GetClient(), recorder: mgr.GetEventRecorder(ControllerName),
 		clock: o.Clock, grace: o.Grace, silent: silent, missing: map[string]time.Time{}}
+	if err := setupPending(mgr); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{

@@ -714,25 +714,28 @@ func TestProbesLateReachesNodePodProbe(t *testing.T) {
 	waitNote(gone)
 }
 
+// waitServed waits until node carries the served label, or does not.
+func waitServed(t testing.TB, node string, want bool) {
+	t.Helper()
+	poll.Eventually(t, 10*time.Second, func() error {
+		n := &corev1.Node{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		if v, ok := n.Labels[v1alpha1.LabelNodeServed]; ok != want || (want && v != "true") {
+			return fmt.Errorf("node %s labels %v, want %s: %v", node, n.Labels, v1alpha1.LabelNodeServed, want)
+		}
+		return nil
+	})
+}
+
 // A node carries the served label while its node service renews its Lease: none before the first
 // renewal, set within moments of it, put back when someone removes it, removed once the Lease is
 // older than the grace, and set again when the service comes back.
 func TestServedLabel(t *testing.T) {
 	testenv.Require(t, env, skipReason)
 	node := env.Node(t, true).Name
-	served := func(want bool) {
-		t.Helper()
-		poll.Eventually(t, 10*time.Second, func() error {
-			n := &corev1.Node{}
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
-				return err
-			}
-			if v, ok := n.Labels[v1alpha1.LabelNodeServed]; ok != want || (want && v != "true") {
-				return fmt.Errorf("node %s labels %v, want %s: %v", node, n.Labels, v1alpha1.LabelNodeServed, want)
-			}
-			return nil
-		})
-	}
+	served := func(want bool) { t.Helper(); waitServed(t, node, want) }
 	poll.Consistently(t, time.Second, func() error {
 		n := &corev1.Node{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
@@ -756,4 +759,56 @@ func TestServedLabel(t *testing.T) {
 	served(false)
 	svc.start()
 	served(true)
+}
+
+// A pod whose enhanced liveness requires a served node and that the scheduler could not place is
+// told why: that no node is served, and once one is, that none of the served ones can take it. A
+// pod that turned the requirement off is told nothing.
+func TestPendingPodToldWhy(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	waiting := func(name, policy string) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: map[string]string{
+			v1alpha1.AnnotationUsingEnhancedLiveness: "true", v1alpha1.AnnotationServedNodeAffinity: policy,
+			v1alpha1.AnnotationContainerProbeContext: `[{"name":"main","livenessProbe":{"tcpSocket":{"port":80}}}]`}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "game"}}}}
+		if err := env.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		return pod
+	}
+	// What the scheduler writes when no node fits.
+	unschedulable := func(pod *corev1.Pod, msg string) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getPod(t, pod)
+			cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
+			return env.Client.Status().Update(ctx, cur)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	required, off := waiting("requires", v1alpha1.ServedNodeRequire), waiting("off", v1alpha1.ServedNodeOff)
+	unschedulable(required, "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.")
+	unschedulable(off, "0/3 nodes are available: 3 Insufficient cpu.")
+	waitEvent(t, ns, "requires", heartbeat.EventReasonNoServedNode, "no node has a live probeshim node service (label node-restriction.kubernetes.io/probeshim-served=true)")
+
+	node := env.Node(t, true).Name
+	startNodeService(t, node)
+	waitServed(t, node, true) // the scheduler tries again when a node's labels change
+	unschedulable(required, "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector.")
+	waitEvent(t, ns, "requires", heartbeat.EventReasonNoServedNode, "nodes with a live probeshim node service (label node-restriction.kubernetes.io/probeshim-served=true) can take the pod")
+
+	var list eventsv1.EventList
+	if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == "off" && e.Reason == heartbeat.EventReasonNoServedNode {
+			t.Errorf("the pod that turned the requirement off was told: %s", e.Note)
+		}
+	}
 }

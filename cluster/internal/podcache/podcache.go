@@ -127,9 +127,14 @@ func statuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	return out
 }
 
-// unreadConditions are the pod conditions no controller here reads.
+// unreadConditions are the pod conditions no controller here reads. PodScheduled is read only
+// while it is not True (a pod the scheduler cannot place, heartbeat's served-node-wait).
 var unreadConditions = map[corev1.PodConditionType]bool{
 	corev1.ContainersReady: true, corev1.PodScheduled: true, corev1.PodReadyToStartContainers: true,
+}
+
+func unread(c *corev1.PodCondition) bool {
+	return unreadConditions[c.Type] && (c.Type != corev1.PodScheduled || c.Status == corev1.ConditionTrue)
 }
 
 func conditions(in []corev1.PodCondition) []corev1.PodCondition {
@@ -137,14 +142,14 @@ func conditions(in []corev1.PodCondition) []corev1.PodCondition {
 		return nil
 	}
 	n := 0
-	for _, c := range in {
-		if !unreadConditions[c.Type] {
+	for i := range in {
+		if !unread(&in[i]) {
 			n++
 		}
 	}
 	out := make([]corev1.PodCondition, 0, n) // exactly: the cache holds it for the pod's life
 	for _, c := range in {
-		if unreadConditions[c.Type] {
+		if unread(&c) {
 			continue
 		}
 		c.Type, c.Status, c.Reason = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
