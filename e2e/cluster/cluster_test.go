@@ -63,6 +63,7 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("cluster deployment ready in %s", time.Since(t0).Round(time.Millisecond))
 	s := &suite{c: c, svc: c.StartNodeService(t)}
+	c.WaitForServed(t, c.Rig.NodeName()) // enhanced-liveness pods are scheduled only onto served nodes
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", Diagnose(c))

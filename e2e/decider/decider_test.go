@@ -63,6 +63,7 @@ func setup(t testing.TB) *suite {
 		t.Fatal(err)
 	}
 	s := &suite{c: c, svc: c.StartNodeService(t), crrs: crrs, defaultConfig: doc}
+	c.WaitForServed(t, c.Rig.NodeName()) // enhanced-liveness pods are scheduled only onto served nodes
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))

@@ -3,14 +3,18 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/rig"
 )
 
@@ -86,4 +90,23 @@ func (c *Cluster) freeRigPort() (int, error) {
 		return ln.Close()
 	})
 	return port, err
+}
+
+// WaitForServed waits until the cluster part labels each node as served by a live node service
+// (v1alpha1.LabelNodeServed): pods opted in to enhanced liveness are scheduled only there.
+func (c *Cluster) WaitForServed(t testing.TB, nodes ...string) {
+	t.Helper()
+	for _, node := range nodes {
+		err := WaitFor(Context(t, 2*time.Minute), time.Minute, "node "+node+" labelled "+v1alpha1.LabelNodeServed,
+			func(ctx context.Context) (bool, string, error) {
+				n, err := c.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				return n.Labels[v1alpha1.LabelNodeServed] == "true", fmt.Sprintf("labels %v", n.Labels), nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

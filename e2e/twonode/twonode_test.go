@@ -74,6 +74,8 @@ func TestTwoNodes(t *testing.T) {
 	t.Logf("cluster deployment ready in %s", time.Since(t0).Round(time.Millisecond))
 	s.svcA = c.StartNodeServiceOn(t, s.a, s.dedicatedKubeconfig(t, s.a))
 	s.svcB = c.StartNodeServiceOn(t, s.b, s.dedicatedKubeconfig(t, s.b))
+	// Enhanced-liveness pods go only to served nodes: both, before any is created.
+	c.WaitForServed(t, s.a.Name(), s.b.Name())
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))

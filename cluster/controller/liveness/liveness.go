@@ -17,9 +17,11 @@ package liveness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -89,11 +92,17 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 	if err := o.pods.Ensure(context.Background()); err != nil {
 		return err
 	}
+	if err := ctrlmetrics.Registry.Register(unprotectedPods); err != nil && !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
+		return fmt.Errorf("registering probeshim_liveness_unprotected_pods: %w", err)
+	}
 	r := &reconciler{hold: o.hold, client: mgr.GetClient(), live: mgr.GetAPIReader(),
 		recorder: mgr.GetEventRecorder(ControllerName), budget: o.budget}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&v1alpha1.NodePodProbe{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The spec, and the heartbeat state the deployment records in annotations (a pod's
+		// LivenessProtected condition follows it).
+		For(&v1alpha1.NodePodProbe{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
 			builder.WithPredicates(optedIn(), predicate.Or(nppspec.PodPlacementChanged(
 				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext), startedChanged()))).
@@ -119,6 +128,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.client.Get(ctx, req.NamespacedName, npp); err != nil || npp.DeletionTimestamp != nil {
 		if apierrors.IsNotFound(err) {
 			r.reported.Forget(req.Name)
+			unprotectedPods.DeleteLabelValues(req.Name)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err) // created later: its watch brings us back
 	}
@@ -128,13 +138,21 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	desired, skipped := desiredEntries(pods)
 	desired, over := fitBudget(desired, pods, req.Name, r.budget)
-	r.report(req.Name, append(skipped, over...))
+	skipped = append(skipped, over...)
+	r.report(req.Name, skipped)
 	wrote, err := nppspec.Apply(ctx, r.client, r.live, npp, nppspec.LivenessProbes, desired)
 	if apierrors.IsNotFound(err) {
 		return reconcile.Result{}, nil
 	}
 	if wrote {
 		logf.FromContext(ctx).V(1).Info("updated NodePodProbe liveness probes")
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	unprotected, err := r.protect(ctx, npp, pods, skipped)
+	if err == nil {
+		unprotectedPods.WithLabelValues(req.Name).Set(float64(unprotected))
 	}
 	return reconcile.Result{}, err
 }

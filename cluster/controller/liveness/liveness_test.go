@@ -369,3 +369,79 @@ func TestBadProbeContextIsReportedOnThePod(t *testing.T) {
 		t.Fatalf("spec = %q, want empty", s)
 	}
 }
+
+// A running pod whose liveness probes were moved says whether anything runs them, for as long as
+// that lasts: no node service on its node, then a live one, then a silent one; a pod whose probes
+// could not be placed says so whatever the node.
+func TestLivenessProtectedCondition(t *testing.T) {
+	testenv.Require(t, env, skipReason)
+	ns := env.Namespace(t)
+	node := testenv.Name("node")
+	npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Annotations: map[string]string{v1alpha1.AnnotationNodeService: v1alpha1.NodeServiceNoLease}}}
+	if err := env.Client.Create(ctx, npp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, npp) })
+	record := func(state, since string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, v1alpha1.AnnotationNodeService, state,
+			v1alpha1.AnnotationNodeServiceSince, since)
+		if err := env.Client.Patch(ctx, &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: node}},
+			client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	protected := func(p *corev1.Pod, status corev1.ConditionStatus, reason, msg string) {
+		t.Helper()
+		poll.Eventually(t, wait, func() error {
+			cur := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
+				return err
+			}
+			for _, c := range cur.Status.Conditions {
+				if c.Type == ConditionLivenessProtected {
+					if c.Status != status || c.Reason != reason || !strings.Contains(c.Message, msg) {
+						return fmt.Errorf("%s %s %s %q, want %s %s %q", c.Type, c.Status, c.Reason, c.Message, status, reason, msg)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no condition %s: %+v", ConditionLivenessProtected, cur.Status.Conditions)
+		})
+	}
+	event := func(p *corev1.Pod, reason, text string) {
+		t.Helper()
+		poll.Eventually(t, wait, func() error {
+			var list eventsv1.EventList
+			if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, e := range list.Items {
+				if e.Regarding.Name == p.Name && e.Reason == reason && strings.Contains(e.Note, text) {
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s event on %s with %q", reason, p.Name, text)
+		})
+	}
+
+	a := run(t, livenessPod(t, ns, "a", node, httpLiveness("main", "http")))
+	protected(a, corev1.ConditionFalse, ReasonNoNodeService, "no probeshim node service renews its heartbeat on node "+node)
+	event(a, EventReasonUnprotected, "no probeshim node service")
+
+	record(v1alpha1.NodeServiceLive, "2026-12-03T10:00:00Z")
+	protected(a, corev1.ConditionTrue, ReasonNodeServiceLive, "runs the pod's liveness probes")
+	event(a, EventReasonProtected, "runs the pod's liveness probes")
+
+	// A pod that arrives after the service went silent is told as well.
+	record(v1alpha1.NodeServiceSilent, "2026-12-03T10:05:00Z")
+	protected(a, corev1.ConditionFalse, ReasonNodeServiceSilent, "is silent since 2026-12-03T10:05:00Z")
+	b := run(t, livenessPod(t, ns, "b", node, httpLiveness("main", "http")))
+	protected(b, corev1.ConditionFalse, ReasonNodeServiceSilent, "nothing restarts a hung container")
+
+	record(v1alpha1.NodeServiceLive, "2026-12-03T10:06:00Z")
+	bad := run(t, livenessPod(t, ns, "bad", node, httpLiveness("ghost", "http")))
+	protected(bad, corev1.ConditionFalse, ReasonProbeNotPlaced, `names container "ghost"`)
+	protected(b, corev1.ConditionTrue, ReasonNodeServiceLive, "")
+}
