@@ -118,6 +118,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Named(ControllerName).
 		WatchesRawSource(d.resync.source()).
 		Watches(&v1alpha1.NodePodProbe{}, nodePodProbeHandler(d)).
+		Watches(&corev1.Node{}, nodeHandler(d)).
 		Watches(&corev1.Pod{}, podHandler(d)).
 		Watches(&v1alpha1.ContainerRecreateRequest{}, requestHandler(d)).
 		Watches(&policyv1.PodDisruptionBudget{}, budgetHandler(d)).
@@ -179,9 +180,9 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	now := d.clock.Now()
 	byUID := make(map[types.UID]*corev1.Pod, len(pods))
 	views := make([]Pod, 0, len(pods))
-	npps := map[string]*v1alpha1.NodePodProbe{}
+	nodes := &nodeViews{npps: map[string]*v1alpha1.NodePodProbe{}, notReady: map[string]string{}}
 	for _, p := range pods {
-		v, p, err := d.view(ctx, p, npps, now)
+		v, p, err := d.view(ctx, p, nodes, now)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -243,23 +244,33 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	return reconcile.Result{RequeueAfter: retry}, nil
 }
 
+// nodeViews is what the pods' nodes tell one reconcile: their NodePodProbes (nil: none) and why
+// they are not Ready ("": they are).
+type nodeViews struct {
+	npps     map[string]*v1alpha1.NodePodProbe
+	notReady map[string]string
+}
+
 // view is what Decide needs of pod; it follows up on the request in flight first, which may
 // update the pod's record.
 //
 // pod is the cache's own object, read only; view returns the pod to use from then on: a copy
 // of it when the reconcile may write to it (a failure or a request in flight).
-func (d *decider) view(ctx context.Context, pod *corev1.Pod, npps map[string]*v1alpha1.NodePodProbe, now time.Time) (Pod, *corev1.Pod, error) {
+func (d *decider) view(ctx context.Context, pod *corev1.Pod, nodes *nodeViews, now time.Time) (Pod, *corev1.Pod, error) {
 	// Anyone's request makes any pod of the workload unavailable.
 	active, err := d.activeRequest(ctx, pod)
 	if err != nil {
 		return Pod{}, pod, err
 	}
-	npp, err := d.nodePodProbe(ctx, pod.Spec.NodeName, npps)
+	npp, err := d.nodePodProbe(ctx, pod.Spec.NodeName, nodes.npps)
 	if err != nil {
 		return Pod{}, pod, err
 	}
 	v, recErr := podView(pod, npp)
 	v.Recreating = active
+	if v.NodeNotReady, err = d.nodeNotReady(ctx, pod.Spec.NodeName, nodes.notReady); err != nil {
+		return Pod{}, pod, err
+	}
 	if !v1alpha1.UsesEnhancedLiveness(pod) {
 		return v, pod, nil // counts for the workload's size and availability only
 	}
@@ -315,7 +326,7 @@ func (d *decider) markSeen(wl Workload, views []Pod, now time.Time) {
 	prev := d.seen[wl]
 	next := map[seenKey]sighting{}
 	for i := range views {
-		if views[i].NodeServiceSilent != "" {
+		if reason, _ := views[i].nodeHold(); reason != "" {
 			continue
 		}
 		for j := range views[i].Failing {
@@ -357,6 +368,29 @@ func (d *decider) nodePodProbe(ctx context.Context, node string, npps map[string
 		npps[node] = npp
 	}
 	return npp, nil
+}
+
+// nodeNotReady says why node is not Ready, or "" when it is (or is not known: its pods' results
+// then say what they say). seen keeps the answers of one reconcile.
+func (d *decider) nodeNotReady(ctx context.Context, node string, seen map[string]string) (string, error) {
+	if node == "" {
+		return "", nil
+	}
+	if why, ok := seen[node]; ok {
+		return why, nil
+	}
+	n := &corev1.Node{}
+	if err := d.client.Get(ctx, client.ObjectKey{Name: node}, n); client.IgnoreNotFound(err) != nil {
+		return "", err
+	}
+	why := ""
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			why = fmt.Sprintf("node %s is not Ready (%s: %s)", node, c.Reason, c.Message)
+		}
+	}
+	seen[node] = why
+	return why, nil
 }
 
 // failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.

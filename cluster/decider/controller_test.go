@@ -82,14 +82,17 @@ func replicaSet(ns, name, deployment string) *appsv1.ReplicaSet {
 }
 
 type fixture struct {
-	t    *testing.T
-	ns   string
-	node string
+	t       *testing.T
+	ns      string
+	node    string
+	nodeObj *corev1.Node
 }
 
 func newFixture(t *testing.T) *fixture {
 	testenv.Require(t, env, skipReason)
-	f := &fixture{t: t, ns: env.Namespace(t), node: testenv.Name("node")}
+	f := &fixture{t: t, ns: env.Namespace(t)}
+	f.nodeObj = env.Node(t, true)
+	f.node = f.nodeObj.Name
 	npp := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: f.node}}
 	if err := env.Client.Create(context.Background(), npp); err != nil {
 		t.Fatal(err)
@@ -354,6 +357,25 @@ func TestRestartOnceThroughARequest(t *testing.T) {
 	}
 	if r := f.record(pods[2]); r.Containers["app"].Restarts != 2 {
 		t.Errorf("second restart counted as %d", r.Containers["app"].Restarts)
+	}
+}
+
+// A node that is not Ready holds its pods' restarts and says so; Ready again, it releases them.
+func TestNotReadyNodeHoldsRestarts(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("web", 6, nil)
+	env.SetNodeReady(t, f.nodeObj, false)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now().Add(-time.Second).Truncate(time.Second), pods[1])
+	f.waitEvent(pods[1], EventReasonHeld, "("+string(ReasonNodeNotReady)+")")
+	poll.Consistently(t, time.Second, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests on a node that is not Ready", n)
+		}
+		return nil
+	})
+	env.SetNodeReady(t, f.nodeObj, true)
+	if crr := f.waitRequests(1)[0]; crr.Spec.PodName != pods[1].Name {
+		t.Fatalf("request for %s, want %s", crr.Spec.PodName, pods[1].Name)
 	}
 }
 

@@ -49,6 +49,21 @@ type Pod struct {
 	// NodeServiceSilent says why the pod's liveness results are not current: the node service of
 	// its node is silent. "" while it is not.
 	NodeServiceSilent string
+	// NodeNotReady says why the pod's node is not Ready (its kubelet is down or unreachable): its
+	// failures may be the node's rather than the container's, and a restart there waits for the
+	// kubelet. "" while the node is Ready.
+	NodeNotReady string
+}
+
+// nodeHold is why the pod's node holds its restarts ("" when it does not), and what to say.
+func (p *Pod) nodeHold() (Reason, string) {
+	switch {
+	case p.NodeServiceSilent != "":
+		return ReasonNodeServiceSilent, p.NodeServiceSilent + "; its liveness results are not current, and it would not carry a restart out"
+	case p.NodeNotReady != "":
+		return ReasonNodeNotReady, p.NodeNotReady + "; its failures may be the node's rather than the container's, and a restart there waits for its kubelet"
+	}
+	return "", ""
 }
 
 // Failure is a container's liveness state Failed since Since (the state's lastTransitionTime).
@@ -143,6 +158,10 @@ const (
 	// within the grace, so its Failed state may be long healed; and a request would wait for the
 	// same silent node service to carry it out.
 	ReasonNodeServiceSilent Reason = "NodeServiceSilent"
+	// ReasonNodeNotReady: the pod's node is not Ready, as the node lifecycle controller sees it:
+	// a sick node is not a reason to restart its containers, as MachineHealthCheck suspects the
+	// node rather than its workloads.
+	ReasonNodeNotReady Reason = "NodeNotReady"
 )
 
 // Quiet reports whether a decision with reason r is only logged: it holds nothing back that a
@@ -229,15 +248,14 @@ func current(pods []Pod) ([]Pod, []Decision) {
 	var held []Decision
 	for i := range out {
 		p := &out[i]
-		if p.NodeServiceSilent != "" {
+		if reason, msg := p.nodeHold(); reason != "" {
 			fresh := p.Unstarted // recorded, not created: it waits in the record for the node
 			if len(fresh) == 0 {
 				fresh = p.newFailures()
 			}
 			p.Failing, p.Unstarted = nil, nil
 			if len(fresh) > 0 {
-				held = append(held, Decision{Pod: p, Failing: fresh, Outcome: Held, Reason: ReasonNodeServiceSilent,
-					Message: p.NodeServiceSilent + "; its liveness results are not current, and it would not carry a restart out"})
+				held = append(held, Decision{Pod: p, Failing: fresh, Outcome: Held, Reason: reason, Message: msg})
 			}
 			continue
 		}
@@ -357,7 +375,7 @@ func (p *Pod) newFailures() []Failure {
 func breakerState(in Input) Breaker {
 	var b Breaker
 	for i := range in.Pods {
-		if in.Pods[i].NodeServiceSilent != "" {
+		if reason, _ := in.Pods[i].nodeHold(); reason != "" {
 			continue
 		}
 		b.Total++

@@ -298,6 +298,15 @@ func TestDecide(t *testing.T) {
 		{name: "silent pods are not healthy for the breaker: 2 live failures of 2 live pods",
 			in:   with2(input(def, failing("web-0", 0), failing("web-1", 0), silent(healthy("w2")), silent(healthy("w3"))), func(in *Input) { in.Budget.MaxUnavailable = 2 }),
 			open: true, want: "web-0:held/CircuitBreakerOpen web-1:held/CircuitBreakerOpen"},
+
+		// A node that is not Ready: the node is the suspect, not its containers.
+		{name: "node not Ready: held there, acted on elsewhere",
+			in:   input(def, notReady(failing("web-0", 0)), failing("web-1", time.Second), healthy("w2"), healthy("w3"), healthy("w4"), healthy("w5")),
+			want: "web-1:restart/LivenessFailed web-0:held/NodeNotReady"},
+		{name: "a NotReady node's pods are neither failing nor healthy for the breaker",
+			in: input(def, failing("web-0", 0), notReady(failing("web-1", 0)), notReady(failing("web-2", 0)), notReady(failing("web-3", 0)),
+				healthy("w4"), healthy("w5")),
+			want: "web-0:restart/LivenessFailed web-1:held/NodeNotReady web-2:held/NodeNotReady web-3:held/NodeNotReady"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,6 +334,12 @@ func TestDecide(t *testing.T) {
 }
 
 func with2(in Input, edit func(*Input)) Input { edit(&in); return in }
+
+// notReady is p on a node that is not Ready.
+func notReady(p Pod) Pod {
+	p.NodeNotReady = "node b is not Ready (NodeStatusUnknown: Kubelet stopped posting node status.)"
+	return p
+}
 
 // silent is p on a node whose node service is silent.
 func silent(p Pod) Pod {

@@ -94,6 +94,36 @@ func nodePodProbeHandler(d *decider) handler.EventHandler {
 	}
 }
 
+// nodeHandler decides again for the pods with liveness results on a node whose Ready condition
+// changed: a node that is not Ready holds their restarts, one that is Ready again releases them.
+func nodeHandler(d *decider) handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			if nodeReady(e.ObjectOld.(*corev1.Node)) == nodeReady(e.ObjectNew.(*corev1.Node)) {
+				return
+			}
+			var list v1alpha1.NodePodProbeList
+			if err := d.client.List(ctx, &list, client.MatchingFields{nodeIndex: e.ObjectNew.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+				return // the periodic resync decides again
+			}
+			for i := range list.Items {
+				for k := range livenessStates(&list.Items[i]) {
+					d.enqueuePod(ctx, q, k.namespace, k.name, k.uid, true)
+				}
+			}
+		},
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func podHandler(d *decider) handler.EventHandler {
 	add := func(ctx context.Context, q queue, o client.Object) {
 		if v1alpha1.UsesEnhancedLiveness(o) {
