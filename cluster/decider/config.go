@@ -31,7 +31,8 @@ type Config struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// DryRun decides and reports (events, metrics) but creates no ContainerRecreateRequest.
 	DryRun bool `json:"dryRun,omitempty"`
-	// RateLimit bounds the creation of ContainerRecreateRequests, cluster-wide.
+	// RateLimit bounds the creation of ContainerRecreateRequests, cluster-wide, and in each
+	// namespace (RateLimit.PerNamespace).
 	RateLimit RateLimit `json:"rateLimit,omitempty"`
 	// DefaultMaxUnavailable applies to a workload whose pods no PodDisruptionBudget selects:
 	// an absolute number or a percentage of the workload's pods (rounded down, at least 1).
@@ -53,6 +54,16 @@ type RateLimit struct {
 	QPS *float64 `json:"qps,omitempty"`
 	// Burst is how many requests may be created at once after a quiet time.
 	Burst *int `json:"burst,omitempty"`
+	// PerNamespace is each namespace's own bucket, taken from beside the cluster-wide one: its
+	// rate must be below the cluster's, so that one namespace's failures always leave the others
+	// some of it. Default: a quarter of the cluster's rate, burst 2.
+	PerNamespace *NamespaceRateLimit `json:"perNamespace,omitempty"`
+}
+
+// NamespaceRateLimit is the token bucket of each namespace.
+type NamespaceRateLimit struct {
+	QPS   *float64 `json:"qps,omitempty"`
+	Burst *int     `json:"burst,omitempty"`
 }
 
 // CircuitBreaker opens for a workload when more than FailingShare of its pods, and at least
@@ -97,6 +108,8 @@ type Settings struct {
 	DryRun                bool
 	QPS                   float64
 	Burst                 int
+	NamespaceQPS          float64
+	NamespaceBurst        int
 	DefaultMaxUnavailable intstr.IntOrString
 	FailingShare          intstr.IntOrString
 	MinFailingPods        int
@@ -158,6 +171,17 @@ func (c Config) Settings() (*Settings, error) {
 	}
 	if s.Burst < 1 {
 		bad("rateLimit.burst", "must be at least 1, got %d", s.Burst)
+	}
+	s.NamespaceQPS, s.NamespaceBurst = s.QPS/4, min(2, s.Burst)
+	if ns := c.RateLimit.PerNamespace; ns != nil {
+		s.NamespaceQPS, s.NamespaceBurst = orDefault(ns.QPS, s.NamespaceQPS), orDefault(ns.Burst, s.NamespaceBurst)
+	}
+	if s.NamespaceQPS <= 0 || (s.QPS > 0 && s.NamespaceQPS >= s.QPS) {
+		bad("rateLimit.perNamespace.qps", "must be greater than 0 and less than rateLimit.qps (%v), got %v: "+
+			"one namespace must always leave the others some of the cluster's rate", s.QPS, s.NamespaceQPS)
+	}
+	if s.NamespaceBurst < 1 || s.NamespaceBurst > s.Burst {
+		bad("rateLimit.perNamespace.burst", "must be between 1 and rateLimit.burst (%d), got %d", s.Burst, s.NamespaceBurst)
 	}
 	if err := checkIntOrPercent(s.DefaultMaxUnavailable, false); err != nil {
 		bad("defaultMaxUnavailable", "%v", err)

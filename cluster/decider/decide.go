@@ -114,11 +114,20 @@ type Budget struct {
 	Source         string // "PodDisruptionBudget shop/cart-pdb" or "default 25%"
 }
 
-// Tokens is the cluster-wide rate limit on new requests.
+// Tokens is the rate limit on new requests, per namespace and cluster-wide.
 type Tokens interface {
-	// Take takes a token at now, or says how long until one is there.
-	Take(now time.Time) (ok bool, wait time.Duration)
+	// Take takes a token for a request in namespace at now, or says which limit holds it and how
+	// long until it does not.
+	Take(namespace string, now time.Time) (ok bool, scope Scope, wait time.Duration)
 }
+
+// Scope is the rate limit that holds a request.
+type Scope string
+
+const (
+	ScopeNamespace Scope = "namespace"
+	ScopeCluster   Scope = "cluster"
+)
 
 // Outcome of a decision.
 type Outcome string
@@ -346,7 +355,11 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		return held(ReasonMaxUnavailable, "%d of %s's pods are unavailable or being recreated; maxUnavailable is %d (%s)",
 			others, in.Workload, in.Budget.MaxUnavailable, in.Budget.Source)
 	}
-	if ok, wait := tokens.Take(in.Now); !ok {
+	if ok, scope, wait := tokens.Take(in.Workload.Namespace, in.Now); !ok {
+		if scope == ScopeNamespace {
+			return Held, ReasonRateLimited, fmt.Sprintf("rate limit of %v restarts per second in namespace %s (burst %d); next token in %s",
+				s.NamespaceQPS, in.Workload.Namespace, s.NamespaceBurst, wait.Round(time.Millisecond)), wait
+		}
 		return Held, ReasonRateLimited, fmt.Sprintf("cluster-wide rate limit of %v restarts per second (burst %d); next token in %s",
 			s.QPS, s.Burst, wait.Round(time.Millisecond)), wait
 	}

@@ -23,12 +23,12 @@ type fakeTokens struct {
 	wait time.Duration
 }
 
-func (f *fakeTokens) Take(time.Time) (bool, time.Duration) {
+func (f *fakeTokens) Take(string, time.Time) (bool, Scope, time.Duration) {
 	if f.n > 0 {
 		f.n--
-		return true, 0
+		return true, "", 0
 	}
-	return false, f.wait
+	return false, ScopeCluster, f.wait
 }
 
 func plenty() *fakeTokens { return &fakeTokens{n: 1000} }

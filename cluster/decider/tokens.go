@@ -8,34 +8,75 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// bucket is the cluster-wide token bucket; it follows the configured rate without losing the
-// tokens already spent.
+// maxIdleNamespaces bounds the namespace buckets kept: past it, those full again (idle long
+// enough to have every token back) are dropped, which loses nothing.
+const maxIdleNamespaces = 1024
+
+// bucket is the rate limit on new requests: a token bucket per namespace and one cluster-wide.
+// A request takes a token of both, so that one namespace's failures cannot use up the
+// cluster-wide rate that every other namespace shares. It follows the configured rates without
+// losing the tokens already spent.
 type bucket struct {
-	limiter *rate.Limiter
+	cluster *rate.Limiter
+	nsLimit rate.Limit
+	nsBurst int
+	ns      map[string]*rate.Limiter
 }
 
 func newBucket(s *Settings) *bucket {
-	return &bucket{limiter: rate.NewLimiter(rate.Limit(s.QPS), s.Burst)}
+	return &bucket{cluster: rate.NewLimiter(rate.Limit(s.QPS), s.Burst),
+		nsLimit: rate.Limit(s.NamespaceQPS), nsBurst: s.NamespaceBurst, ns: map[string]*rate.Limiter{}}
 }
 
 // configure applies a changed rate limit from now on.
 func (b *bucket) configure(now time.Time, s *Settings) {
-	if b.limiter.Limit() != rate.Limit(s.QPS) {
-		b.limiter.SetLimitAt(now, rate.Limit(s.QPS))
+	set := func(l *rate.Limiter, limit rate.Limit, burst int) {
+		if l.Limit() != limit {
+			l.SetLimitAt(now, limit)
+		}
+		if l.Burst() != burst {
+			l.SetBurstAt(now, burst)
+		}
 	}
-	if b.limiter.Burst() != s.Burst {
-		b.limiter.SetBurstAt(now, s.Burst)
+	set(b.cluster, rate.Limit(s.QPS), s.Burst)
+	b.nsLimit, b.nsBurst = rate.Limit(s.NamespaceQPS), s.NamespaceBurst
+	for _, l := range b.ns {
+		set(l, b.nsLimit, b.nsBurst)
 	}
 }
 
-func (b *bucket) Take(now time.Time) (bool, time.Duration) {
-	if b.limiter.AllowN(now, 1) {
-		return true, 0
+// Take takes a token of namespace's bucket and of the cluster's, or none and says which is empty
+// and how long until it is not.
+func (b *bucket) Take(namespace string, now time.Time) (bool, Scope, time.Duration) {
+	l := b.ns[namespace]
+	if l == nil {
+		b.prune(now)
+		l = rate.NewLimiter(b.nsLimit, b.nsBurst)
+		b.ns[namespace] = l
 	}
-	r := b.limiter.ReserveN(now, 1)
-	wait := r.DelayFrom(now)
-	r.CancelAt(now)
-	return false, wait
+	nr := l.ReserveN(now, 1)
+	if wait := nr.DelayFrom(now); wait > 0 || !nr.OK() {
+		nr.CancelAt(now)
+		return false, ScopeNamespace, wait
+	}
+	cr := b.cluster.ReserveN(now, 1)
+	if wait := cr.DelayFrom(now); wait > 0 || !cr.OK() {
+		cr.CancelAt(now)
+		nr.CancelAt(now) // the namespace's token goes back: nothing was created
+		return false, ScopeCluster, wait
+	}
+	return true, "", 0
 }
 
-func (b *bucket) tokens() float64 { return b.limiter.TokensAt(time.Now()) }
+func (b *bucket) prune(now time.Time) {
+	if len(b.ns) < maxIdleNamespaces {
+		return
+	}
+	for ns, l := range b.ns {
+		if l.TokensAt(now) >= float64(l.Burst()) {
+			delete(b.ns, ns)
+		}
+	}
+}
+
+func (b *bucket) tokens() float64 { return b.cluster.TokensAt(time.Now()) }
