@@ -241,6 +241,9 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 	var out []Decision
 	for _, p := range candidates {
 		d := Decision{Pod: p, Failing: fresh[p.UID], Resume: len(p.Unstarted) > 0}
+		if !d.Resume {
+			d.Failing = due(in.Now, in.Settings, p.Record, d.Failing)
+		}
 		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, d.Resume, breaker, unavailable, tokens)
 		if d.Outcome != Held {
 			unavailable[p.UID] = true
@@ -267,6 +270,24 @@ func current(pods []Pod) ([]Pod, []Decision) {
 				held = append(held, Decision{Pod: p, Failing: fresh, Outcome: Held, Reason: reason, Message: msg})
 			}
 			continue
+		}
+		if len(p.Unstarted) > 0 {
+			// A restart recorded but never created acts only on the container instances it was
+			// decided for: one that restarted or stopped since needs it no more.
+			var msgs []string
+			var reason Reason
+			unstarted := p.Unstarted
+			p.Unstarted = slices.DeleteFunc(slices.Clone(p.Unstarted), func(f Failure) bool {
+				r, msg := p.stale(f)
+				if r != "" {
+					reason, msgs = r, append(msgs, msg)
+				}
+				return r != ""
+			})
+			if len(p.Unstarted) == 0 && len(p.newFailures()) == 0 {
+				held = append(held, Decision{Pod: p, Failing: unstarted, Outcome: Held, Reason: reason, Message: strings.Join(msgs, "; ")})
+				continue
+			}
 		}
 		if len(p.Failing) == 0 {
 			continue
@@ -343,9 +364,9 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 	if p.Recreating {
 		return held(ReasonRecreateInProgress, "a ContainerRecreateRequest for the pod is still active")
 	}
-	if wait, restarts := backoffLeft(in.Now, s, p.Record, failing); wait > 0 && !resume {
+	if wait, container, restarts := backoffLeft(in.Now, s, p.Record, failing); wait > 0 && !resume {
 		return Held, ReasonBackoff, fmt.Sprintf("back-off %s restarting container %s (restarted %d times)",
-			wait.Round(time.Second), failing[0].Container, restarts), wait
+			wait.Round(time.Second), container, restarts), wait
 	}
 	others := len(unavailable)
 	if unavailable[p.UID] {
@@ -412,23 +433,53 @@ func breakerState(in Input) Breaker {
 // wait comes from: the longest wait of the containers. Like the kubelet, the first restart is
 // immediate, the next waits Initial, doubling up to Max; a container that last restarted more
 // than ResetAfter before its new failure starts over.
-func backoffLeft(now time.Time, s *Settings, rec Record, failing []Failure) (time.Duration, int) {
-	var longest time.Duration
+func backoffLeft(now time.Time, s *Settings, rec Record, failing []Failure) (time.Duration, string, int) {
+	var soonest time.Duration
+	var container string
 	var count int
 	for _, f := range failing {
-		c, ok := rec.Containers[f.Container]
-		if !ok || c.Restarts == 0 || f.Since.Sub(c.LastRestart.Time) >= s.BackoffResetAfter {
-			continue
+		left, restarts := containerBackoff(now, s, rec, f)
+		if left <= 0 {
+			return 0, "", 0 // one container is due: the others wait on their own
 		}
-		wait := s.BackoffInitial * time.Duration(math.Pow(2, float64(min(c.Restarts-1, 30))))
-		if wait > s.BackoffMax || wait <= 0 {
-			wait = s.BackoffMax
-		}
-		if left := c.LastRestart.Add(wait).Sub(now); left > longest {
-			longest, count = left, c.Restarts
+		if soonest == 0 || left < soonest {
+			soonest, container, count = left, f.Container, restarts
 		}
 	}
-	return longest, count
+	return soonest, container, count
+}
+
+// containerBackoff is how long f's container still waits before its next restart, and how often
+// it was restarted.
+func containerBackoff(now time.Time, s *Settings, rec Record, f Failure) (time.Duration, int) {
+	c, ok := rec.Containers[f.Container]
+	if !ok || c.Restarts == 0 || f.Since.Sub(c.LastRestart.Time) >= s.BackoffResetAfter {
+		return 0, 0
+	}
+	wait := s.BackoffInitial * time.Duration(math.Pow(2, float64(min(c.Restarts-1, 30))))
+	if wait > s.BackoffMax || wait <= 0 {
+		wait = s.BackoffMax
+	}
+	return c.LastRestart.Add(wait).Sub(now), c.Restarts
+}
+
+// due are the failures of failing whose container's back-off is over: each container is restarted
+// on its own back-off, as the kubelet restarts each container on its own. All of failing when
+// none is due (the decision then holds them and says when the first is).
+func due(now time.Time, s *Settings, rec Record, failing []Failure) []Failure {
+	if s == nil {
+		return failing
+	}
+	var out []Failure
+	for _, f := range failing {
+		if left, _ := containerBackoff(now, s, rec, f); left <= 0 {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		return failing
+	}
+	return out
 }
 
 // observeLeft is how much longer the breaker's window keeps the newest of failing under watch.

@@ -347,6 +347,52 @@ func silent(p Pod) Pod {
 	return p
 }
 
+// Each failing container is restarted on its own back-off, as the kubelet restarts each
+// container: one in a long back-off holds neither the other container nor the pod. Before, the
+// longest back-off among them held them all.
+func TestDecidePerContainerBackoff(t *testing.T) {
+	def := settings(nil)
+	// app restarted 3 times, the last at t0+40s (40s back-off, 20s left at t0+60s); sidecar never.
+	pod := with(failing("web-0", 50*time.Second, "app", "sidecar"), func(p *Pod) {
+		p.Record = Record{Containers: map[string]ContainerRecord{"app": {Failure: metav1.Time{Time: t0.Add(30 * time.Second)},
+			Restarts: 3, LastRestart: metav1.NewMicroTime(t0.Add(40 * time.Second))}}}
+	})
+	ds, _ := Decide(input(def, pod, healthy("w1")), plenty())
+	if got := summary(ds); got != "web-0:restart/LivenessFailed" {
+		t.Fatalf("decisions %s", got)
+	}
+	if len(ds[0].Failing) != 1 || ds[0].Failing[0].Container != "sidecar" {
+		t.Errorf("restarts %+v, want the sidecar alone", ds[0].Failing)
+	}
+	// Both in back-off: held until the first of them is due, naming it.
+	both := with(pod, func(p *Pod) {
+		p.Record.Containers["sidecar"] = ContainerRecord{Failure: metav1.Time{Time: t0}, Restarts: 1, LastRestart: metav1.NewMicroTime(t0.Add(55 * time.Second))}
+	})
+	ds, _ = Decide(input(def, both, healthy("w1")), plenty())
+	if got := summary(ds); got != "web-0:held/Backoff" || ds[0].RetryAfter != 5*time.Second || !strings.Contains(ds[0].Message, "container sidecar") {
+		t.Errorf("decisions %s, retry %s, %q; want held 5s for the sidecar", got, ds[0].RetryAfter, ds[0].Message)
+	}
+}
+
+// A restart recorded but never created is created only for the container instance it was decided
+// for: a container that restarted since (the kubelet, a person) or stopped needs it no more.
+func TestDecideUnstartedOnlyForTheSameInstance(t *testing.T) {
+	def := settings(nil)
+	unstarted := func(p Pod) Pod {
+		p.Unstarted = []Failure{{Container: "app", Since: t0}}
+		p.Failing = nil
+		return p
+	}
+	ds, _ := Decide(input(def, unstarted(restarted(healthy("web-0"), "app", 10*time.Second)), healthy("w1")), plenty())
+	if got := summary(ds); got != "web-0:held/ContainerRestarted" {
+		t.Errorf("a restarted container's unstarted request: %s, want a quiet hold", got)
+	}
+	ds, _ = Decide(input(def, unstarted(healthy("web-0")), healthy("w1")), plenty())
+	if got := summary(ds); got != "web-0:restart/LivenessFailed" {
+		t.Errorf("the same instance's unstarted request: %s, want it created", got)
+	}
+}
+
 // A restart recorded but never created (Pod.Unstarted) is a restart like any other: every switch,
 // opt-out and protection holds it; only the observation and the backoff it passed before
 // recording do not apply again.
