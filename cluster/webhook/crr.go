@@ -208,9 +208,17 @@ func injectFromPod(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, spec
 			case h.Exec != nil || h.HTTPGet != nil || h.TCPSocket != nil:
 				ic.PreStop = &v1alpha1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}
 				// The pod's hook is checked like a probe: probeshim dials only the pod itself.
-				for _, e := range validation.ValidatePreStop(ic.PreStop, pod.Status.PodIP, cPath.Child("preStop")) {
+				targetErrs := validation.ValidatePodPreStop(ic.PreStop, cPath.Child("preStop"))
+				for _, e := range targetErrs {
 					e.Detail = fmt.Sprintf("the preStop hook of container %s in the pod cannot be run by probeshim: %s", name, e.Detail)
 					errs = append(errs, e)
+				}
+				if len(targetErrs) == 0 && len(validation.ValidatePreStop(ic.PreStop, pod.Status.PodIP, cPath.Child("preStop"))) > 0 {
+					// Too large to copy into the request, which is bounded: the node runs the pod's
+					// own hook anyway, never the request's copy.
+					ic.PreStop = nil
+					warnings = append(warnings, fmt.Sprintf("container %s: its preStop hook is larger than a request carries; "+
+						"the node runs it from the pod's spec", name))
 				}
 				if h.HTTPGet != nil || h.TCPSocket != nil {
 					ic.Ports = spec.Ports // a hook may name a port

@@ -347,3 +347,30 @@ func TestContainerRecreateRequestUpdates(t *testing.T) {
 		t.Errorf("a status write went to the validating webhook %d times", n)
 	}
 }
+
+// A pod whose preStop hook is larger than a request may carry can still be recreated: the request
+// gets no copy (and a warning), and the node runs the pod's own hook. Before, such a pod could get
+// no request at all, so the liveness decider could never restart it.
+func TestContainerRecreateRequestLargePreStop(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	script := "echo draining; " + strings.Repeat("sleep 0; ", 600) // about 5.4 KiB, over the 4 KiB a copy may have
+	pod := crrPod(t, func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle.PreStop.Exec.Command = []string{"sh", "-c", script}
+	})
+	crr := newCRR(pod.Name, "main")
+	c := testEnv.admin
+	if err := c.Create(ctx, crr); err != nil {
+		t.Fatalf("a request for a pod with a %d-byte preStop: %v", len(script), err)
+	}
+	got := &v1alpha1.ContainerRecreateRequest{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(crr), got); err != nil {
+		t.Fatal(err)
+	}
+	if pre := got.Spec.Containers[0].PreStop; pre != nil {
+		t.Errorf("the request carries a %d-byte copy of the hook", len(fmt.Sprint(pre)))
+	}
+	if got.Spec.Containers[0].StatusContext == nil {
+		t.Error("no status context: the request cannot be carried out")
+	}
+}

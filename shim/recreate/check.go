@@ -41,7 +41,7 @@ func refusal(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod, node strin
 			continue
 		}
 		if h := preStopOf(c); h != nil {
-			for _, e := range validation.ValidatePreStop(h, pod.Status.PodIP, podPath.Key(name).Child("lifecycle", "preStop")) {
+			for _, e := range validation.ValidatePodPreStop(h, podPath.Key(name).Child("lifecycle", "preStop")) {
 				msgs = append(msgs, e.Error())
 			}
 		}

@@ -67,6 +67,11 @@ func TestRefusal(t *testing.T) {
 		{"pod's preStop to another host", nil, func(p *corev1.Pod) {
 			p.Spec.Containers[0].Lifecycle.PreStop = &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Host: "10.0.0.1", Port: intstr.FromInt32(80)}}
 		}, "pod.spec.containers[main].lifecycle.preStop.tcpSocket.host"},
+		// The API server bounds the pod's spec; the 4 KiB bound is for a request's copy.
+		{"pod's preStop larger than a request may carry", nil, func(p *corev1.Pod) {
+			p.Spec.Containers[0].Lifecycle.PreStop = &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+				Command: []string{"sh", "-c", strings.Repeat("sleep 0; ", 600)}}}
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			crr, pod := checkedRequest(), checkedPod()

@@ -101,6 +101,18 @@ func ValidatePreStop(h *v1alpha1.ProbeHandler, podIP string, fldPath *field.Path
 	return validateHandler(&ph, fldPath)
 }
 
+// ValidatePodPreStop checks a pod's own preStop hook the node service is to run: what
+// ValidatePreStop checks but its size. The bounds are for the copy a request carries into a
+// per-node object; the pod's spec is bounded by the API server, and the kubelet runs any hook it
+// holds, so a hook too large to copy is still run, from the pod.
+func ValidatePodPreStop(h *v1alpha1.ProbeHandler, fldPath *field.Path) field.ErrorList {
+	ph := corev1.ProbeHandler{Exec: h.Exec, HTTPGet: h.HTTPGet, TCPSocket: h.TCPSocket}
+	if ph.Exec == nil && ph.HTTPGet == nil && ph.TCPSocket == nil {
+		return field.ErrorList{field.Required(fldPath, "exactly one of exec, httpGet or tcpSocket must be set; omit preStop for none")}
+	}
+	return capBadValues(validateHandlerTargets(&ph, fldPath))
+}
+
 var supportedProtocols = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}
 
 func validateContainerPorts(ports []corev1.ContainerPort, fldPath *field.Path) field.ErrorList {

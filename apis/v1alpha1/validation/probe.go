@@ -87,6 +87,11 @@ func ValidateTimeoutCeiling(probe *corev1.Probe, maxSeconds int32, fldPath *fiel
 // validateHandler checks that exactly one handler is set and checks that handler. It serves both
 // probes and preStop hooks (which have no grpc).
 func validateHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
+	return capBadValues(append(validateHandlerTargets(h, fldPath), validateHandlerBounds(h, fldPath)...))
+}
+
+// validateHandlerTargets checks what a handler runs or dials, not its size.
+func validateHandlerTargets(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	var first string
 	count := func(set bool, name string) bool {
@@ -116,8 +121,7 @@ func validateHandler(h *corev1.ProbeHandler, fldPath *field.Path) field.ErrorLis
 	if first == "" {
 		errs = append(errs, field.Required(fldPath, "exactly one of exec, httpGet, tcpSocket or grpc must be set"))
 	}
-	errs = append(errs, validateHandlerBounds(h, fldPath)...)
-	return capBadValues(errs)
+	return errs
 }
 
 func validateExec(exec *corev1.ExecAction, fldPath *field.Path) field.ErrorList {
