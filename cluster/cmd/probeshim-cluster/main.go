@@ -182,6 +182,9 @@ func main() {
 	if code, ok := kruiseSubcommand(); ok {
 		os.Exit(code)
 	}
+	if code, ok := explainSubcommand(); ok {
+		os.Exit(code)
+	}
 	var o options
 	o.bind(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component
