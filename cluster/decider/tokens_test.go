@@ -46,7 +46,7 @@ func TestNamespaceCannotUseUpTheClusterRate(t *testing.T) {
 
 func TestNamespaceRateConfig(t *testing.T) {
 	for doc, want := range map[string]string{
-		"rateLimit: {qps: 1, perNamespace: {qps: 1}}":    "rateLimit.perNamespace.qps: must be greater than 0 and less than rateLimit.qps",
+		"rateLimit: {qps: 1, perNamespace: {qps: 1}}":     "rateLimit.perNamespace.qps: must be greater than 0 and less than rateLimit.qps",
 		"rateLimit: {burst: 3, perNamespace: {burst: 4}}": "rateLimit.perNamespace.burst: must be between 1 and rateLimit.burst (3), got 4",
 	} {
 		if _, err := ParseConfig(doc); err == nil || !strings.Contains(err.Error(), want) {

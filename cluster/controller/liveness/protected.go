@@ -47,9 +47,9 @@ type protection struct {
 	reason, message string
 }
 
-// protectionOf is the condition of pod on node, whose NodePodProbe is npp; notPlaced says why the
-// pod's probes are not in it ("" when they are, or wait for a startup probe).
-func protectionOf(pod *corev1.Pod, npp *v1alpha1.NodePodProbe, notPlaced string) protection {
+// protectionOf is the condition of a pod on the node of npp; notPlaced says why the pod's probes
+// are not in it ("" when they are, or wait for a startup probe).
+func protectionOf(npp *v1alpha1.NodePodProbe, notPlaced string) protection {
 	node := npp.Name
 	switch since, silent := v1alpha1.NodeServiceSilence(npp); {
 	case notPlaced != "":
@@ -84,7 +84,7 @@ func (r *reconciler) protect(ctx context.Context, npp *v1alpha1.NodePodProbe, po
 			!nppspec.Probeable(pod) || pod.DeletionTimestamp != nil {
 			continue
 		}
-		want := protectionOf(pod, npp, notPlaced[pod.UID])
+		want := protectionOf(npp, notPlaced[pod.UID])
 		if want.status != corev1.ConditionTrue {
 			unprotected++
 		}
