@@ -9,34 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/decider"
-	"github.com/probeshim/probeshim/internal/kubebin"
 )
 
 // explain prints, from a real API server, a pod's enhanced liveness: the condition, the restart
 // record and the decider's latest decisions, newest first; another pod's events are not shown.
 func TestExplain(t *testing.T) {
-	assets, err := kubebin.Dir()
-	if err != nil {
-		t.Skip("integration test skipped: " + err.Error())
-	}
-	logf.SetLogger(logr.Discard())
-	env := kubebin.Environment(assets, kubebin.CRDs())
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Stop() //nolint:errcheck // the test is over
+	cfg, _ := startAPIServer(t)
 	kc := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
 
@@ -45,7 +32,8 @@ func TestExplain(t *testing.T) {
 		v1alpha1.AnnotationContainerProbeContext: `[{"name":"app","livenessProbe":{"tcpSocket":{"port":80}}}]`,
 		decider.AnnotationRestarts:               `{"containers":{"app":{"failure":"2026-12-03T10:00:00Z","restarts":2,"lastRestart":"2026-12-03T10:00:05.000000Z"}}}`,
 	}}, Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}
-	if pod, err = kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	pod, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: liveness.ConditionLivenessProtected, Status: corev1.ConditionFalse,

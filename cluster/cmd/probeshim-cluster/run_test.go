@@ -97,11 +97,10 @@ func deployed(t *testing.T, scheme *runtime.Scheme, file, url string) []client.O
 	}
 }
 
-// The command as deployed, against a real API server, as its service account with the RBAC of
-// the manifests: it bootstraps its certificate and CA bundles, writes the policy parameters,
-// becomes ready, serves admission over TLS the API server verifies with that bundle, wins the
-// leader election and runs the controllers, whose NodePodProbe writes the policy lets through.
-func TestRun(t *testing.T) {
+// startAPIServer starts etcd and kube-apiserver with the CRDs, stopped when the test ends; it
+// skips the test without the binaries.
+func startAPIServer(t *testing.T) (*rest.Config, *kubebin.Env) {
+	t.Helper()
 	assets, err := kubebin.Dir()
 	if err != nil {
 		t.Skip("integration test skipped: " + err.Error())
@@ -112,7 +111,16 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop() //nolint:errcheck // the test is over: a stop that fails leaves processes that die with it
+	t.Cleanup(func() { _ = env.Stop() }) // a stop that fails leaves processes that die with the test
+	return cfg, env
+}
+
+// The command as deployed, against a real API server, as its service account with the RBAC of
+// the manifests: it bootstraps its certificate and CA bundles, writes the policy parameters,
+// becomes ready, serves admission over TLS the API server verifies with that bundle, wins the
+// leader election and runs the controllers, whose NodePodProbe writes the policy lets through.
+func TestRun(t *testing.T) {
+	cfg, env := startAPIServer(t)
 
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
