@@ -193,8 +193,6 @@ func livenessContext(pod *corev1.Pod, maxTimeout int32) ([]v1alpha1.ContainerLiv
 	return probes, moved, nil
 }
 
-// moveLivenessProbes edits the pod's JSON as sent, not a re-encoding of the typed pod, so the
-// patch carries exactly our change and nothing the typed round trip would add or drop.
 // servedNodePolicy is how pod is tied to served nodes: its annotation, or m's default.
 func (m LivenessMutator) servedNodePolicy(pod *corev1.Pod) (string, field.ErrorList) {
 	policy, set := pod.Annotations[v1alpha1.AnnotationServedNodeAffinity]
@@ -237,7 +235,6 @@ func withServedNode(a *corev1.Affinity, policy string) *corev1.Affinity {
 		}
 		return false
 	}
-	changed := false
 	if policy == v1alpha1.ServedNodePrefer {
 		for _, p := range na.PreferredDuringSchedulingIgnoredDuringExecution {
 			if has(p.Preference) {
@@ -252,6 +249,7 @@ func withServedNode(a *corev1.Affinity, policy string) *corev1.Affinity {
 		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
 	}
 	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	changed := false
 	for i := range terms {
 		if !has(terms[i]) {
 			terms[i].MatchExpressions = append(terms[i].MatchExpressions, servedNode)
@@ -265,7 +263,10 @@ func withServedNode(a *corev1.Affinity, policy string) *corev1.Affinity {
 }
 
 // moveLivenessProbes writes the probe context annotation and the served-node policy into raw,
-// removes the moved probes from their containers and, when affinity is not nil, sets it.
+// removes the moved probes from their containers and, when affinity is not nil, sets it. It edits
+// the pod's JSON as sent, not a re-encoding of the typed pod, so the patch carries exactly our
+// change and nothing the typed round trip would add or drop (the affinity, when set, is replaced
+// whole: it is ours to extend).
 func moveLivenessProbes(raw []byte, annotation string, moved []probedContainer, policy string, affinity *corev1.Affinity) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
