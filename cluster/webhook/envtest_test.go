@@ -175,7 +175,7 @@ func startEnv(assets string) (func(), error) {
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }}})
 	testEnv.webhookURL = "https://" + net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
 	testEnv.calls = &callCounter{counts: map[string]int{}}
-	Register(testEnv.calls.wrap(srv), admin, admin, Options{
+	Register(testEnv.calls.wrap(srv), admin, admin, Options{Namespaces: admin,
 		ClientAuth: &ClientAuth{CAs: poolOf(pki.ca), Names: []string{apiServerClientName}}})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()

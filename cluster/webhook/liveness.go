@@ -4,10 +4,12 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -49,11 +52,13 @@ type LivenessMutator struct {
 	// MaxTimeoutSeconds is the ceiling on the moved probes' timeoutSeconds (0: none).
 	MaxTimeoutSeconds int32
 	// ServedNodes is how a pod whose probes are moved is tied to nodes with a live node service
-	// (v1alpha1.LabelNodeServed), unless the pod's v1alpha1.AnnotationServedNodeAffinity says
-	// otherwise: v1alpha1.ServedNodeRequire ("" too), ServedNodePrefer or ServedNodeOff. The
-	// choice made is recorded in that annotation. A pod already bound to a node (spec.nodeName)
-	// gets no affinity: it is placed where it says.
+	// (v1alpha1.LabelNodeServed), unless the pod's v1alpha1.AnnotationServedNodeAffinity, or its
+	// namespace's (read through Namespaces, when set), says otherwise: v1alpha1.ServedNodeRequire
+	// ("" too), ServedNodePrefer or ServedNodeOff. The choice made is recorded in the pod's
+	// annotation. A pod already bound to a node (spec.nodeName) gets no affinity: it is placed
+	// where it says.
 	ServedNodes string
+	Namespaces  client.Reader
 }
 
 var _ admission.Handler = LivenessMutator{}
@@ -100,7 +105,7 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 			fmt.Sprintf("the pod's liveness probes take %d bytes as this annotation, over the %d a pod's enhanced liveness probes may take: use fewer or smaller probes",
 				len(value), v1alpha1.MaxContainerProbeContextBytes))})
 	}
-	policy, errs := m.servedNodePolicy(pod)
+	policy, warning, errs := m.servedNodePolicy(ctx, pod, req.Namespace)
 	if len(errs) > 0 {
 		return denyPod(pod, req.Namespace, errs)
 	}
@@ -113,6 +118,9 @@ func (m LivenessMutator) Handle(ctx context.Context, req admission.Request) admi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, mutated)
+	if warning != "" {
+		resp.Warnings = append(resp.Warnings, warning)
+	}
 	// The patch library walks maps in random order. Our operations touch disjoint paths and
 	// never add or remove list elements, so sorting by path is safe and makes the response stable.
 	sort.SliceStable(resp.Patches, func(i, j int) bool { return resp.Patches[i].Path < resp.Patches[j].Path })
@@ -193,20 +201,39 @@ func livenessContext(pod *corev1.Pod, maxTimeout int32) ([]v1alpha1.ContainerLiv
 	return probes, moved, nil
 }
 
-// servedNodePolicy is how pod is tied to served nodes: its annotation, or m's default.
-func (m LivenessMutator) servedNodePolicy(pod *corev1.Pod) (string, field.ErrorList) {
-	policy, set := pod.Annotations[v1alpha1.AnnotationServedNodeAffinity]
-	if !set {
-		policy = m.ServedNodes
+// servedNodePolicies are the values of v1alpha1.AnnotationServedNodeAffinity.
+var servedNodePolicies = []string{v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff}
+
+// servedNodePolicy is how pod is tied to served nodes: its annotation, else its namespace's, else
+// m's default. A namespace's value that is not one of servedNodePolicies, or a namespace that
+// cannot be read, leaves the default, with a warning.
+func (m LivenessMutator) servedNodePolicy(ctx context.Context, pod *corev1.Pod, namespace string) (string, string, field.ErrorList) {
+	if policy, set := pod.Annotations[v1alpha1.AnnotationServedNodeAffinity]; set {
+		if !slices.Contains(servedNodePolicies, policy) {
+			return "", "", field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationServedNodeAffinity),
+				policy, servedNodePolicies)}
+		}
+		return policy, "", nil
 	}
-	switch policy {
-	case "":
-		return v1alpha1.ServedNodeRequire, nil
-	case v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff:
-		return policy, nil
+	policy := cmp.Or(m.ServedNodes, v1alpha1.ServedNodeRequire)
+	if m.Namespaces == nil {
+		return policy, "", nil
 	}
-	return "", field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationServedNodeAffinity),
-		policy, []string{v1alpha1.ServedNodeRequire, v1alpha1.ServedNodePrefer, v1alpha1.ServedNodeOff})}
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := m.Namespaces.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return policy, fmt.Sprintf("namespace %s could not be read for its %s (%v): the cluster's default %s applies",
+			namespace, v1alpha1.AnnotationServedNodeAffinity, err, policy), nil
+	}
+	v, set := ns.Annotations[v1alpha1.AnnotationServedNodeAffinity]
+	switch {
+	case !set:
+		return policy, "", nil
+	case !slices.Contains(servedNodePolicies, v):
+		return policy, fmt.Sprintf("namespace %s has %s=%q, which is not one of %v: the cluster's default %s applies",
+			namespace, v1alpha1.AnnotationServedNodeAffinity, v, servedNodePolicies, policy), nil
+	}
+	return v, "", nil
 }
 
 // servedNode is the node selector requirement of a node with a live node service.

@@ -4,6 +4,8 @@ package webhook
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,6 +66,52 @@ func TestLivenessWebhookOnPodCreate(t *testing.T) {
 	}
 	if got.Annotations[v1alpha1.AnnotationUsingEnhancedLiveness] != "true" {
 		t.Error("opt-in annotation lost")
+	}
+}
+
+// Through the API server: an opted-in pod requires a served node; a namespace annotated prefer
+// makes its pods prefer one, and a pod's own annotation wins over its namespace's.
+func TestLivenessWebhookServedNodes(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "served-prefer",
+		Annotations: map[string]string{v1alpha1.AnnotationServedNodeAffinity: v1alpha1.ServedNodePrefer}}}
+	if err := testEnv.admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testEnv.admin.Delete(context.Background(), ns) })
+	create := func(ns, name string, annotations map[string]string) *corev1.Pod {
+		t.Helper()
+		a := maps.Clone(optIn)
+		maps.Copy(a, annotations)
+		pod := livenessPod(ns, name, a)
+		if err := testEnv.admin.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		got := &corev1.Pod{}
+		if err := testEnv.admin.Get(ctx, client.ObjectKeyFromObject(pod), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	required := func(p *corev1.Pod) bool {
+		a := p.Spec.Affinity
+		return a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil &&
+			fmt.Sprint(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) == fmt.Sprint([]corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{servedNode}}})
+	}
+	preferred := func(p *corev1.Pod) bool {
+		a := p.Spec.Affinity
+		return a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1 &&
+			a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil
+	}
+	if p := create("games", "served-default", nil); !required(p) || p.Annotations[v1alpha1.AnnotationServedNodeAffinity] != "require" {
+		t.Errorf("default: affinity %+v, annotations %v", p.Spec.Affinity, p.Annotations)
+	}
+	if p := create("served-prefer", "from-namespace", nil); !preferred(p) || p.Annotations[v1alpha1.AnnotationServedNodeAffinity] != "prefer" {
+		t.Errorf("namespace prefer: affinity %+v, annotations %v", p.Spec.Affinity, p.Annotations)
+	}
+	if p := create("served-prefer", "pod-wins", map[string]string{v1alpha1.AnnotationServedNodeAffinity: "require"}); !required(p) {
+		t.Errorf("pod require in a prefer namespace: affinity %+v", p.Spec.Affinity)
 	}
 }
 

@@ -40,8 +40,9 @@ type Options struct {
 	// ClientAuth, when set, makes every handler answer only clients with its certificate.
 	ClientAuth *ClientAuth
 	// ServedNodeAffinity is the cluster's default tie of enhanced-liveness pods to served nodes
-	// (see LivenessMutator.ServedNodes).
+	// (see LivenessMutator.ServedNodes); Namespaces reads the namespaces' own choice.
 	ServedNodeAffinity string
+	Namespaces         client.Reader
 }
 
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
@@ -63,7 +64,7 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Opti
 		srv = guarded{srv, opts.ClientAuth}
 	}
 	srv.Register(PathPodLiveness, &admission.Webhook{Handler: LivenessMutator{Reviewer: reviewer, Hold: h.Probes, MaxTimeoutSeconds: maxTimeout,
-		ServedNodes: opts.ServedNodeAffinity}})
+		ServedNodes: opts.ServedNodeAffinity, Namespaces: opts.Namespaces}})
 	srv.Register(PathPodReadinessGate, &admission.Webhook{Handler: ReadinessGateMutator{}})
 	srv.Register(PathPodProbeMarkerDefaults, &admission.Webhook{Handler: PodProbeMarkerDefaulter{}})
 	srv.Register(PathPodProbeMarker, &admission.Webhook{Handler: &PodProbeMarkerValidator{Reviewer: reviewer, MaxTimeoutSeconds: maxTimeout}})

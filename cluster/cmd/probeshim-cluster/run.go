@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), probeshimwebhook.Options{
 		Holds: probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR}, MaxProbeTimeoutSeconds: int32(o.maxProbeTimeout),
-		ClientAuth: clientAuth, ServedNodeAffinity: o.servedNodes})
+		ClientAuth: clientAuth, ServedNodeAffinity: o.servedNodes, Namespaces: mgr.GetClient()})
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err
