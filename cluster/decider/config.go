@@ -77,6 +77,17 @@ type CircuitBreaker struct {
 	FailingShare   *intstr.IntOrString `json:"failingShare,omitempty"`
 	MinFailingPods *int                `json:"minFailingPods,omitempty"`
 	Window         *metav1.Duration    `json:"window,omitempty"`
+	// Node opens for a node when more than its FailingShare of the node's pods with liveness
+	// results, and at least MinFailingPods, fail at once while the other nodes' pods do not: the
+	// node is the suspect (its disk, network or kernel), not its containers, as cluster-api's
+	// MachineHealthCheck suspects the machine. Default: more than 50%, at least 3.
+	Node *NodeBreaker `json:"node,omitempty"`
+}
+
+// NodeBreaker is CircuitBreaker.Node.
+type NodeBreaker struct {
+	FailingShare   *intstr.IntOrString `json:"failingShare,omitempty"`
+	MinFailingPods *int                `json:"minFailingPods,omitempty"`
 }
 
 // Backoff is the wait before a container's next restart: Initial after the first, doubling up
@@ -113,6 +124,8 @@ type Settings struct {
 	DefaultMaxUnavailable intstr.IntOrString
 	FailingShare          intstr.IntOrString
 	MinFailingPods        int
+	NodeFailingShare      intstr.IntOrString
+	NodeMinFailingPods    int
 	// BreakerWindow is CircuitBreaker.Window; nil means one period of the failing probe.
 	BreakerWindow     *time.Duration
 	BackoffInitial    time.Duration
@@ -197,6 +210,16 @@ func (c Config) Settings() (*Settings, error) {
 	}
 	if s.MinFailingPods < 1 {
 		bad("circuitBreaker.minFailingPods", "must be at least 1, got %d", s.MinFailingPods)
+	}
+	s.NodeFailingShare, s.NodeMinFailingPods = intstr.FromString("50%"), 3
+	if n := c.CircuitBreaker.Node; n != nil {
+		s.NodeFailingShare, s.NodeMinFailingPods = orDefault(n.FailingShare, s.NodeFailingShare), orDefault(n.MinFailingPods, s.NodeMinFailingPods)
+	}
+	if err := checkIntOrPercent(s.NodeFailingShare, true); err != nil {
+		bad("circuitBreaker.node.failingShare", "%v", err)
+	}
+	if s.NodeMinFailingPods < 1 {
+		bad("circuitBreaker.node.minFailingPods", "must be at least 1, got %d", s.NodeMinFailingPods)
 	}
 	if s.BackoffInitial <= 0 {
 		bad("backoff.initial", "must be positive, got %s", s.BackoffInitial)

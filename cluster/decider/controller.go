@@ -180,7 +180,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	now := d.clock.Now()
 	byUID := make(map[types.UID]*corev1.Pod, len(pods))
 	views := make([]Pod, 0, len(pods))
-	nodes := &nodeViews{npps: map[string]*v1alpha1.NodePodProbe{}, notReady: map[string]string{}}
+	nodes := &nodeViews{settings: settings, npps: map[string]*v1alpha1.NodePodProbe{}, notReady: map[string]string{}, suspect: map[string]string{}}
 	for _, p := range pods {
 		v, p, err := d.view(ctx, p, nodes, now)
 		if err != nil {
@@ -247,8 +247,14 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // nodeViews is what the pods' nodes tell one reconcile: their NodePodProbes (nil: none) and why
 // they are not Ready ("": they are).
 type nodeViews struct {
+	settings *Settings // nil when the configuration is invalid
 	npps     map[string]*v1alpha1.NodePodProbe
 	notReady map[string]string
+	suspect  map[string]string // why a node's breaker is open, "" when not
+	// failing and probed count the pods with liveness results on every node (read once, when a
+	// node's own count asks for them).
+	failing, probed int
+	counted         bool
 }
 
 // view is what Decide needs of pod; it follows up on the request in flight first, which may
@@ -269,6 +275,9 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, nodes *nodeViews, n
 	v, recErr := podView(pod, npp)
 	v.Recreating = active
 	if v.NodeNotReady, err = d.nodeNotReady(ctx, pod.Spec.NodeName, nodes.notReady); err != nil {
+		return Pod{}, pod, err
+	}
+	if v.NodeSuspect, err = d.nodeSuspect(ctx, pod.Spec.NodeName, npp, nodes); err != nil {
 		return Pod{}, pod, err
 	}
 	if !v1alpha1.UsesEnhancedLiveness(pod) {
@@ -391,6 +400,67 @@ func (d *decider) nodeNotReady(ctx context.Context, node string, seen map[string
 	}
 	seen[node] = why
 	return why, nil
+}
+
+// nodeSuspect says why node's circuit breaker is open (CircuitBreaker.Node), or "": more than
+// its share of the node's pods with liveness results fail, at least its minimum, while on the
+// other nodes together (some pods with results there) they do not. A node whose service is
+// silent has no current results.
+func (d *decider) nodeSuspect(ctx context.Context, node string, npp *v1alpha1.NodePodProbe, nodes *nodeViews) (string, error) {
+	s := nodes.settings
+	if node == "" || npp == nil || s == nil {
+		return "", nil
+	}
+	if why, ok := nodes.suspect[node]; ok {
+		return why, nil
+	}
+	failing, probed := livenessCounts(npp)
+	why := ""
+	if failing >= s.NodeMinFailingPods && overShare(failing, probed, s.NodeFailingShare) {
+		if !nodes.counted {
+			var list v1alpha1.NodePodProbeList
+			if err := d.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+				return "", err
+			}
+			for i := range list.Items {
+				f, p := livenessCounts(&list.Items[i])
+				nodes.failing, nodes.probed = nodes.failing+f, nodes.probed+p
+			}
+			nodes.counted = true
+		}
+		elsewhereFailing, elsewhere := nodes.failing-failing, nodes.probed-probed
+		// Only against other nodes' results: alone, a node cannot be told from its workloads.
+		if elsewhere > 0 && !overShare(elsewhereFailing, elsewhere, s.NodeFailingShare) {
+			why = fmt.Sprintf("%d of the %d pods with liveness results on node %s fail at once (%d of %d on the other nodes)",
+				failing, probed, node, elsewhereFailing, elsewhere)
+		}
+	}
+	nodes.suspect[node] = why
+	return why, nil
+}
+
+// livenessCounts counts the pods of npp's status with liveness results, and those with a
+// liveness probe Failed; none while its node service is silent.
+func livenessCounts(npp *v1alpha1.NodePodProbe) (failing, probed int) {
+	if _, silent := v1alpha1.NodeServiceSilence(npp); silent {
+		return 0, 0
+	}
+	for i := range npp.Status.PodProbeStatuses {
+		has, fails := false, false
+		for _, ps := range npp.Status.PodProbeStatuses[i].ProbeStates {
+			if _, ok := v1alpha1.ParseLivenessProbeName(ps.Name); ok {
+				has = true
+				fails = fails || ps.State == v1alpha1.ProbeFailed
+			}
+		}
+		if has {
+			probed++
+		}
+		if fails {
+			failing++
+		}
+	}
+	return failing, probed
 }
 
 // failures are pod's enhanced liveness probes reported Failed in its node's NodePodProbe.

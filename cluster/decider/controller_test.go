@@ -379,6 +379,55 @@ func TestNotReadyNodeHoldsRestarts(t *testing.T) {
 	}
 }
 
+// Most pods of one node failing at once while the other node's do not: the node is the suspect,
+// and its pods' restarts are held; once the other node's pods fail as much, the node is not
+// singled out and the restarts go on (each workload here has one pod, so no workload breaker).
+func TestNodeBreaker(t *testing.T) {
+	f := newFixture(t)
+	var pods []*corev1.Pod
+	for _, name := range []string{"w1", "w2", "w3", "w4"} {
+		pods = append(pods, f.deployment(name, 1, nil)...)
+	}
+	other := &v1alpha1.NodePodProbe{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("other-node")}}
+	if err := env.Client.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), other) })
+	otherStates := func(failing int) {
+		t.Helper()
+		other.Status.PodProbeStatuses = nil
+		for i := range 4 {
+			st := v1alpha1.ProbeSucceeded
+			if i < failing {
+				st = v1alpha1.ProbeFailed
+			}
+			other.Status.PodProbeStatuses = append(other.Status.PodProbeStatuses, v1alpha1.PodProbeStatus{
+				Name: fmt.Sprintf("elsewhere-%d", i), Namespace: f.ns, UID: fmt.Sprintf("uid-elsewhere-%d", i),
+				ProbeStates: []v1alpha1.ContainerProbeState{{Name: v1alpha1.LivenessProbeName("app"), State: st}}})
+		}
+		if err := env.Client.Status().Update(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	otherStates(0)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now().Add(-time.Second).Truncate(time.Second), pods[0], pods[1], pods[2])
+	f.waitEvent(pods[0], EventReasonHeld, "3 of the 4 pods with liveness results on node "+f.node+" fail at once (0 of 4 on the other nodes)")
+	poll.Consistently(t, time.Second, func() error {
+		if n := len(f.requests()); n != 0 {
+			return fmt.Errorf("%d requests on a suspected node", n)
+		}
+		return nil
+	})
+	otherStates(3)
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now().Add(-time.Second).Truncate(time.Second), pods[0], pods[1], pods[2])
+	poll.Eventually(t, 10*time.Second, func() error {
+		if n := len(f.requests()); n != 3 {
+			return fmt.Errorf("%d requests, want the 3 failing pods restarted once the failures are not the node's alone", n)
+		}
+		return nil
+	})
+}
+
 func TestCircuitBreakerHoldsAll(t *testing.T) {
 	f := newFixture(t)
 	pods := f.deployment("bad-probe", 6, nil)

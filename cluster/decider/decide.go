@@ -53,6 +53,9 @@ type Pod struct {
 	// failures may be the node's rather than the container's, and a restart there waits for the
 	// kubelet. "" while the node is Ready.
 	NodeNotReady string
+	// NodeSuspect says why the pod's node is suspected (CircuitBreaker.Node): many of its pods
+	// fail liveness at once while other nodes' do not. "" while it is not.
+	NodeSuspect string
 }
 
 // nodeHold is why the pod's node holds its restarts ("" when it does not), and what to say.
@@ -62,6 +65,8 @@ func (p *Pod) nodeHold() (Reason, string) {
 		return ReasonNodeServiceSilent, p.NodeServiceSilent + "; its liveness results are not current, and it would not carry a restart out"
 	case p.NodeNotReady != "":
 		return ReasonNodeNotReady, p.NodeNotReady + "; its failures may be the node's rather than the container's, and a restart there waits for its kubelet"
+	case p.NodeSuspect != "":
+		return ReasonNodeSuspected, p.NodeSuspect + ": the node is the suspect, not the pod's containers; restarts there are held until fewer of its pods fail"
 	}
 	return "", ""
 }
@@ -171,6 +176,8 @@ const (
 	// a sick node is not a reason to restart its containers, as MachineHealthCheck suspects the
 	// node rather than its workloads.
 	ReasonNodeNotReady Reason = "NodeNotReady"
+	// ReasonNodeSuspected: the node's circuit breaker is open (CircuitBreaker.Node).
+	ReasonNodeSuspected Reason = "NodeSuspected"
 )
 
 // Quiet reports whether a decision with reason r is only logged: it holds nothing back that a
@@ -420,13 +427,17 @@ func breakerState(in Input) Breaker {
 	if in.Settings == nil || b.Failing < in.Settings.MinFailingPods {
 		return b
 	}
-	share, err := intstr.GetScaledValueFromIntOrPercent(&in.Settings.FailingShare, 100, false)
-	if err != nil {
-		return b
-	}
-	// failing/total > share/100, in integers
-	b.Open = b.Failing*100 > share*b.Total
+	b.Open = overShare(b.Failing, b.Total, in.Settings.FailingShare)
 	return b
+}
+
+// overShare: failing of total is more than share (a percentage, or a number of 100).
+func overShare(failing, total int, share intstr.IntOrString) bool {
+	pct, err := intstr.GetScaledValueFromIntOrPercent(&share, 100, false)
+	if err != nil {
+		return false
+	}
+	return failing*100 > pct*total // failing/total > pct/100, in integers
 }
 
 // backoffLeft is how long the restart of failing must still wait, and the restart count the
