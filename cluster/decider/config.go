@@ -54,6 +54,14 @@ type RateLimit struct {
 	QPS *float64 `json:"qps,omitempty"`
 	// Burst is how many requests may be created at once after a quiet time.
 	Burst *int `json:"burst,omitempty"`
+	// UnhealthyShare and UnhealthyQPS slow the cluster-wide rate while more than UnhealthyShare of
+	// all pods with liveness results fail at once, and at least UnhealthyMinFailingPods: a cause
+	// that large is not the containers', as the node lifecycle controller slows evictions in a
+	// largely unhealthy zone (and leaves small clusters alone). Default: more than 55% and at
+	// least 20 pods, then a tenth of qps.
+	UnhealthyShare          *intstr.IntOrString `json:"unhealthyShare,omitempty"`
+	UnhealthyMinFailingPods *int                `json:"unhealthyMinFailingPods,omitempty"`
+	UnhealthyQPS            *float64            `json:"unhealthyQPS,omitempty"`
 	// PerNamespace is each namespace's own bucket, taken from beside the cluster-wide one: its
 	// rate must be below the cluster's, so that one namespace's failures always leave the others
 	// some of it. Default: a quarter of the cluster's rate, burst 2.
@@ -115,17 +123,20 @@ const minRequestTTL = 5 * time.Minute
 
 // Settings is a validated Config with every default filled in: what the decision logic reads.
 type Settings struct {
-	Enabled               bool
-	DryRun                bool
-	QPS                   float64
-	Burst                 int
-	NamespaceQPS          float64
-	NamespaceBurst        int
-	DefaultMaxUnavailable intstr.IntOrString
-	FailingShare          intstr.IntOrString
-	MinFailingPods        int
-	NodeFailingShare      intstr.IntOrString
-	NodeMinFailingPods    int
+	Enabled                 bool
+	DryRun                  bool
+	QPS                     float64
+	Burst                   int
+	NamespaceQPS            float64
+	NamespaceBurst          int
+	UnhealthyShare          intstr.IntOrString
+	UnhealthyMinFailingPods int
+	UnhealthyQPS            float64
+	DefaultMaxUnavailable   intstr.IntOrString
+	FailingShare            intstr.IntOrString
+	MinFailingPods          int
+	NodeFailingShare        intstr.IntOrString
+	NodeMinFailingPods      int
 	// BreakerWindow is CircuitBreaker.Window; nil means one period of the failing probe.
 	BreakerWindow     *time.Duration
 	BackoffInitial    time.Duration
@@ -184,6 +195,16 @@ func (c Config) Settings() (*Settings, error) {
 	}
 	if s.Burst < 1 {
 		bad("rateLimit.burst", "must be at least 1, got %d", s.Burst)
+	}
+	s.UnhealthyShare, s.UnhealthyQPS = orDefault(c.RateLimit.UnhealthyShare, intstr.FromString("55%")), orDefault(c.RateLimit.UnhealthyQPS, s.QPS/10)
+	if err := checkIntOrPercent(s.UnhealthyShare, true); err != nil {
+		bad("rateLimit.unhealthyShare", "%v", err)
+	}
+	if s.UnhealthyMinFailingPods = orDefault(c.RateLimit.UnhealthyMinFailingPods, 20); s.UnhealthyMinFailingPods < 1 {
+		bad("rateLimit.unhealthyMinFailingPods", "must be at least 1, got %d", s.UnhealthyMinFailingPods)
+	}
+	if s.UnhealthyQPS <= 0 || s.UnhealthyQPS > s.QPS {
+		bad("rateLimit.unhealthyQPS", "must be greater than 0 and at most rateLimit.qps (%v), got %v", s.QPS, s.UnhealthyQPS)
 	}
 	s.NamespaceQPS, s.NamespaceBurst = s.QPS/4, min(2, s.Burst)
 	if ns := c.RateLimit.PerNamespace; ns != nil {

@@ -198,10 +198,14 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	d.bucket.configure(now, settings)
+	slowed, err := d.unhealthyCluster(ctx, views, nodes)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	d.bucket.configure(now, settings, slowed != "")
 	decisions, breaker := Decide(Input{
 		Now: now, Settings: settings, ConfigErr: cfgErr, Workload: wl, Pods: views,
-		NamespaceOptedOut: nsOff, Budget: budget,
+		NamespaceOptedOut: nsOff, Budget: budget, Slowed: slowed,
 	}, d.bucket)
 	d.noteBreaker(ctx, wl, breaker)
 
@@ -402,6 +406,41 @@ func (d *decider) nodeNotReady(ctx context.Context, node string, seen map[string
 	return why, nil
 }
 
+// unhealthyCluster says why the cluster-wide restart rate is slowed now, or "": more than
+// rateLimit.unhealthyShare of all pods with liveness results fail at once. Counted only when
+// the workload has failures to decide on.
+func (d *decider) unhealthyCluster(ctx context.Context, views []Pod, nodes *nodeViews) (string, error) {
+	s := nodes.settings
+	if s == nil || !slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 }) {
+		return "", nil
+	}
+	if err := nodes.count(ctx, d.client); err != nil {
+		return "", err
+	}
+	if nodes.failing < s.UnhealthyMinFailingPods || !overShare(nodes.failing, nodes.probed, s.UnhealthyShare) {
+		return "", nil
+	}
+	return fmt.Sprintf("%d of the %d pods with liveness results in the cluster fail at once (more than %s)",
+		nodes.failing, nodes.probed, s.UnhealthyShare.String()), nil
+}
+
+// count reads, once, the liveness counts of every node.
+func (n *nodeViews) count(ctx context.Context, c client.Client) error {
+	if n.counted {
+		return nil
+	}
+	var list v1alpha1.NodePodProbeList
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		f, p := livenessCounts(&list.Items[i])
+		n.failing, n.probed = n.failing+f, n.probed+p
+	}
+	n.counted = true
+	return nil
+}
+
 // nodeSuspect says why node's circuit breaker is open (CircuitBreaker.Node), or "": more than
 // its share of the node's pods with liveness results fail, at least its minimum, while on the
 // other nodes together (some pods with results there) they do not. A node whose service is
@@ -417,16 +456,8 @@ func (d *decider) nodeSuspect(ctx context.Context, node string, npp *v1alpha1.No
 	failing, probed := livenessCounts(npp)
 	why := ""
 	if failing >= s.NodeMinFailingPods && overShare(failing, probed, s.NodeFailingShare) {
-		if !nodes.counted {
-			var list v1alpha1.NodePodProbeList
-			if err := d.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-				return "", err
-			}
-			for i := range list.Items {
-				f, p := livenessCounts(&list.Items[i])
-				nodes.failing, nodes.probed = nodes.failing+f, nodes.probed+p
-			}
-			nodes.counted = true
+		if err := nodes.count(ctx, d.client); err != nil {
+			return "", err
 		}
 		elsewhereFailing, elsewhere := nodes.failing-failing, nodes.probed-probed
 		// Only against other nodes' results: alone, a node cannot be told from its workloads.

@@ -111,6 +111,8 @@ type Input struct {
 	NamespaceOptedOut bool
 	// Budget is the most pods of the workload that may be unavailable at once.
 	Budget Budget
+	// Slowed says why the cluster-wide rate is slowed to Settings.UnhealthyQPS ("" when not).
+	Slowed string
 }
 
 // Budget is a workload's maxUnavailable and where it comes from.
@@ -387,6 +389,10 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		if scope == ScopeNamespace {
 			return Held, ReasonRateLimited, fmt.Sprintf("rate limit of %v restarts per second in namespace %s (burst %d); next token in %s",
 				s.NamespaceQPS, in.Workload.Namespace, s.NamespaceBurst, wait.Round(time.Millisecond)), wait
+		}
+		if in.Slowed != "" {
+			return Held, ReasonRateLimited, fmt.Sprintf("cluster-wide rate limit slowed to %v restarts per second: %s; next token in %s",
+				s.UnhealthyQPS, in.Slowed, wait.Round(time.Millisecond)), wait
 		}
 		return Held, ReasonRateLimited, fmt.Sprintf("cluster-wide rate limit of %v restarts per second (burst %d); next token in %s",
 			s.QPS, s.Burst, wait.Round(time.Millisecond)), wait

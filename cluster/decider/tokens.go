@@ -28,8 +28,9 @@ func newBucket(s *Settings) *bucket {
 		nsLimit: rate.Limit(s.NamespaceQPS), nsBurst: s.NamespaceBurst, ns: map[string]*rate.Limiter{}}
 }
 
-// configure applies a changed rate limit from now on.
-func (b *bucket) configure(now time.Time, s *Settings) {
+// configure applies a changed rate limit from now on; slowed puts the cluster-wide bucket at
+// the unhealthy rate.
+func (b *bucket) configure(now time.Time, s *Settings, slowed bool) {
 	set := func(l *rate.Limiter, limit rate.Limit, burst int) {
 		if l.Limit() != limit {
 			l.SetLimitAt(now, limit)
@@ -38,7 +39,11 @@ func (b *bucket) configure(now time.Time, s *Settings) {
 			l.SetBurstAt(now, burst)
 		}
 	}
-	set(b.cluster, rate.Limit(s.QPS), s.Burst)
+	if slowed {
+		set(b.cluster, rate.Limit(s.UnhealthyQPS), 1) // one at a time, as the node lifecycle controller's secondary rate
+	} else {
+		set(b.cluster, rate.Limit(s.QPS), s.Burst)
+	}
 	b.nsLimit, b.nsBurst = rate.Limit(s.NamespaceQPS), s.NamespaceBurst
 	for _, l := range b.ns {
 		set(l, b.nsLimit, b.nsBurst)

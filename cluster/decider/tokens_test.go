@@ -58,3 +58,38 @@ func TestNamespaceRateConfig(t *testing.T) {
 		t.Errorf("defaults from qps 2, burst 1: %v %v, %v", s.NamespaceQPS, s.NamespaceBurst, err)
 	}
 }
+
+// While a large share of the cluster's probed pods fail, the cluster-wide bucket runs at the
+// unhealthy rate, one at a time; healthy again, at the configured rate and burst.
+func TestUnhealthyClusterSlowsTheRate(t *testing.T) {
+	s, err := ParseConfig("rateLimit: {qps: 1, burst: 5, perNamespace: {qps: 0.5, burst: 5}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.UnhealthyQPS != 0.1 || s.UnhealthyMinFailingPods != 20 || s.UnhealthyShare.String() != "55%" {
+		t.Fatalf("defaults: %v %v %v", s.UnhealthyQPS, s.UnhealthyMinFailingPods, s.UnhealthyShare.String())
+	}
+	b := newBucket(s)
+	b.configure(t0, s, true)
+	granted := 0
+	for i := range 10 {
+		if ok, _, _ := b.Take(string(rune('a'+i)), t0.Add(time.Duration(i)*time.Second)); ok {
+			granted++
+		}
+	}
+	if granted != 1 {
+		t.Errorf("slowed: %d restarts in 10 s, want 1 (0.1 per second, one at a time)", granted)
+	}
+	// Healthy again: the bucket refills at the configured rate up to its burst.
+	later := t0.Add(time.Minute)
+	b.configure(later, s, false)
+	granted = 0
+	for i := range 10 {
+		if ok, _, _ := b.Take(string(rune('k'+i)), later.Add(5*time.Second)); ok {
+			granted++
+		}
+	}
+	if granted != 5 {
+		t.Errorf("healthy again for 5 s: %d restarts at once, want the burst of 5", granted)
+	}
+}
