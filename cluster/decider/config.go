@@ -118,6 +118,51 @@ type Blacklist struct {
 	Workloads []string `json:"workloads,omitempty"`
 }
 
+// settings fills in and checks the rate limits of s.
+func (r RateLimit) settings(s *Settings, bad func(field, format string, args ...any)) {
+	if s.QPS <= 0 {
+		bad("rateLimit.qps", "must be greater than 0, got %v (to stop restarts set enabled: false)", s.QPS)
+	}
+	if s.Burst < 1 {
+		bad("rateLimit.burst", "must be at least 1, got %d", s.Burst)
+	}
+	s.UnhealthyShare, s.UnhealthyQPS = orDefault(r.UnhealthyShare, intstr.FromString("55%")), orDefault(r.UnhealthyQPS, s.QPS/10)
+	if err := checkIntOrPercent(s.UnhealthyShare, true); err != nil {
+		bad("rateLimit.unhealthyShare", "%v", err)
+	}
+	if s.UnhealthyMinFailingPods = orDefault(r.UnhealthyMinFailingPods, 20); s.UnhealthyMinFailingPods < 1 {
+		bad("rateLimit.unhealthyMinFailingPods", "must be at least 1, got %d", s.UnhealthyMinFailingPods)
+	}
+	if s.UnhealthyQPS <= 0 || s.UnhealthyQPS > s.QPS {
+		bad("rateLimit.unhealthyQPS", "must be greater than 0 and at most rateLimit.qps (%v), got %v", s.QPS, s.UnhealthyQPS)
+	}
+	s.NamespaceQPS, s.NamespaceBurst = s.QPS/4, min(2, s.Burst)
+	if ns := r.PerNamespace; ns != nil {
+		s.NamespaceQPS, s.NamespaceBurst = orDefault(ns.QPS, s.NamespaceQPS), orDefault(ns.Burst, s.NamespaceBurst)
+	}
+	if s.NamespaceQPS <= 0 || (s.QPS > 0 && s.NamespaceQPS >= s.QPS) {
+		bad("rateLimit.perNamespace.qps", "must be greater than 0 and less than rateLimit.qps (%v), got %v: "+
+			"one namespace must always leave the others some of the cluster's rate", s.QPS, s.NamespaceQPS)
+	}
+	if s.NamespaceBurst < 1 || s.NamespaceBurst > s.Burst {
+		bad("rateLimit.perNamespace.burst", "must be between 1 and rateLimit.burst (%d), got %d", s.Burst, s.NamespaceBurst)
+	}
+}
+
+// settings fills in and checks the node breaker of s (n may be nil: the defaults).
+func (n *NodeBreaker) settings(s *Settings, bad func(field, format string, args ...any)) {
+	s.NodeFailingShare, s.NodeMinFailingPods = intstr.FromString("50%"), 3
+	if n != nil {
+		s.NodeFailingShare, s.NodeMinFailingPods = orDefault(n.FailingShare, s.NodeFailingShare), orDefault(n.MinFailingPods, s.NodeMinFailingPods)
+	}
+	if err := checkIntOrPercent(s.NodeFailingShare, true); err != nil {
+		bad("circuitBreaker.node.failingShare", "%v", err)
+	}
+	if s.NodeMinFailingPods < 1 {
+		bad("circuitBreaker.node.minFailingPods", "must be at least 1, got %d", s.NodeMinFailingPods)
+	}
+}
+
 // minRequestTTL keeps requests well past requestGrace.
 const minRequestTTL = 5 * time.Minute
 
@@ -190,33 +235,7 @@ func (c Config) Settings() (*Settings, error) {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
 	}
-	if s.QPS <= 0 {
-		bad("rateLimit.qps", "must be greater than 0, got %v (to stop restarts set enabled: false)", s.QPS)
-	}
-	if s.Burst < 1 {
-		bad("rateLimit.burst", "must be at least 1, got %d", s.Burst)
-	}
-	s.UnhealthyShare, s.UnhealthyQPS = orDefault(c.RateLimit.UnhealthyShare, intstr.FromString("55%")), orDefault(c.RateLimit.UnhealthyQPS, s.QPS/10)
-	if err := checkIntOrPercent(s.UnhealthyShare, true); err != nil {
-		bad("rateLimit.unhealthyShare", "%v", err)
-	}
-	if s.UnhealthyMinFailingPods = orDefault(c.RateLimit.UnhealthyMinFailingPods, 20); s.UnhealthyMinFailingPods < 1 {
-		bad("rateLimit.unhealthyMinFailingPods", "must be at least 1, got %d", s.UnhealthyMinFailingPods)
-	}
-	if s.UnhealthyQPS <= 0 || s.UnhealthyQPS > s.QPS {
-		bad("rateLimit.unhealthyQPS", "must be greater than 0 and at most rateLimit.qps (%v), got %v", s.QPS, s.UnhealthyQPS)
-	}
-	s.NamespaceQPS, s.NamespaceBurst = s.QPS/4, min(2, s.Burst)
-	if ns := c.RateLimit.PerNamespace; ns != nil {
-		s.NamespaceQPS, s.NamespaceBurst = orDefault(ns.QPS, s.NamespaceQPS), orDefault(ns.Burst, s.NamespaceBurst)
-	}
-	if s.NamespaceQPS <= 0 || (s.QPS > 0 && s.NamespaceQPS >= s.QPS) {
-		bad("rateLimit.perNamespace.qps", "must be greater than 0 and less than rateLimit.qps (%v), got %v: "+
-			"one namespace must always leave the others some of the cluster's rate", s.QPS, s.NamespaceQPS)
-	}
-	if s.NamespaceBurst < 1 || s.NamespaceBurst > s.Burst {
-		bad("rateLimit.perNamespace.burst", "must be between 1 and rateLimit.burst (%d), got %d", s.Burst, s.NamespaceBurst)
-	}
+	c.RateLimit.settings(s, bad)
 	if err := checkIntOrPercent(s.DefaultMaxUnavailable, false); err != nil {
 		bad("defaultMaxUnavailable", "%v", err)
 	}
@@ -232,16 +251,7 @@ func (c Config) Settings() (*Settings, error) {
 	if s.MinFailingPods < 1 {
 		bad("circuitBreaker.minFailingPods", "must be at least 1, got %d", s.MinFailingPods)
 	}
-	s.NodeFailingShare, s.NodeMinFailingPods = intstr.FromString("50%"), 3
-	if n := c.CircuitBreaker.Node; n != nil {
-		s.NodeFailingShare, s.NodeMinFailingPods = orDefault(n.FailingShare, s.NodeFailingShare), orDefault(n.MinFailingPods, s.NodeMinFailingPods)
-	}
-	if err := checkIntOrPercent(s.NodeFailingShare, true); err != nil {
-		bad("circuitBreaker.node.failingShare", "%v", err)
-	}
-	if s.NodeMinFailingPods < 1 {
-		bad("circuitBreaker.node.minFailingPods", "must be at least 1, got %d", s.NodeMinFailingPods)
-	}
+	c.CircuitBreaker.Node.settings(s, bad)
 	if s.BackoffInitial <= 0 {
 		bad("backoff.initial", "must be positive, got %s", s.BackoffInitial)
 	}
