@@ -272,6 +272,8 @@ func Start(ctx context.Context, cfg Config) (*Rig, error) {
 		releaseLock(cfg.Dir)
 		return nil, fmt.Errorf("cleaning up an earlier rig: %w", err)
 	}
+	// A killed teardown's mark would let another rig's teardown take this one for gone.
+	_ = os.Remove(leavingPath(cfg.Dir))
 	if !cfg.SkipPackages {
 		if err := EnsurePackages(ctx, cfg.Logf); err != nil {
 			releaseLock(cfg.Dir)

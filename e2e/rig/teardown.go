@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // state is what the rig writes down before it changes the machine, so that a
@@ -185,7 +187,10 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	removeOwnCaches(st)
 	// With another rig still running, its kubelet keeps the kernel settings and the fixed folders:
 	// the last rig to go puts them back (see others.go).
-	last := len(otherLiveRigs(st.Dir)) == 0
+	last, err := leaving(st.Dir)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/run/containerd"} {
 		cleanFixedPath(p, st.Dir, last, contains(st.Created, p))
 	}
@@ -202,11 +207,39 @@ func teardown(st *state, live []*process, logf func(string, ...any)) error {
 	}
 	if len(errs) == 0 {
 		_ = os.Remove(statePath(st.Dir))
+		_ = os.Remove(leavingPath(st.Dir))
 	}
 	if logf != nil {
 		logf("rig: teardown took %s", time.Since(start).Round(time.Millisecond))
 	}
 	return errors.Join(errs...)
+}
+
+func leavingPath(dir string) string { return filepath.Clean(dir) + ".leaving" }
+
+// leaving records that the rig at dir has stopped its processes and says whether it is the last
+// rig on the machine: until every other live rig is leaving too, another kubelet still holds the
+// kernel settings and the fixed folders. Rigs that go at the same moment decide one after the
+// other under a machine-wide lock, so that exactly one of them is the last and puts things back
+// (before, two rigs torn down at once each saw the other live, and neither did).
+func leaving(dir string) (bool, error) {
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(filepath.Clean(dir)), ".probeshim-rig-teardown.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return len(otherLiveRigs(dir)) == 0, err
+	}
+	defer f.Close() // drops the flock
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return len(otherLiveRigs(dir)) == 0, fmt.Errorf("teardown lock: %w", err)
+	}
+	if err := os.WriteFile(leavingPath(dir), nil, 0o644); err != nil {
+		return false, err
+	}
+	for _, other := range otherLiveRigs(dir) {
+		if _, err := os.Stat(leavingPath(other.Dir)); err != nil {
+			return false, nil // still running
+		}
+	}
+	return true, nil
 }
 
 // removeOwnCaches removes the rig's entries in libcni's cache and its image build folders.
