@@ -23,6 +23,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) {
@@ -448,7 +449,16 @@ func (s *suite) unready(t *testing.T) {
 	d := stopped.Sub(unreadyAt)
 	t.Logf("b stopped %v after the pod went not ready", d.Round(time.Millisecond)) // the figure the bound below judges, for flake hunting
 	if d < time.Second || d > 8*time.Second {
-		t.Errorf("b stopped %v after the pod went not ready, want 1 s of unready grace plus a preStop cut at the 3 s grace", d)
+		// The node service's steps with their times, to tell which one took the time.
+		var steps []string
+		for _, line := range strings.Split(s.svc.Logs(), "\n") {
+			if strings.Contains(line, crr.Name) || strings.Contains(line, "gated") {
+				steps = append(steps, line)
+			}
+		}
+		t.Errorf("b stopped %v after the pod went not ready (not ready seen at %s, stopped at %s), want 1 s of unready grace "+
+			"plus a preStop cut at the 3 s grace; the node service's log of the request:\n%s", d,
+			unreadyAt.Format(time.RFC3339Nano), stopped.Format(time.RFC3339Nano), logtail.Last(strings.Join(steps, "\n"), 30))
 	}
 	if readyAgainAt.IsZero() || readyAgainAt.Before(stopped) {
 		t.Errorf("ready again at %v, b stopped at %v", readyAgainAt, stopped)
