@@ -31,7 +31,28 @@ func runPreStop(ctx context.Context, rt Runtime, network prober.Network, pod *co
 	defer cancel()
 	switch {
 	case h.Exec != nil:
-		res, err := rt.Exec(ctx, containerID, h.Exec.Command, grace)
+		type result struct {
+			res prober.ExecResult
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			res, err := rt.Exec(ctx, containerID, h.Exec.Command, grace)
+			done <- result{res, err}
+		}()
+		var res prober.ExecResult
+		var err error
+		select {
+		case r := <-done:
+			res, err = r.res, r.err
+		case <-ctx.Done():
+			// As the kubelet: the grace bounds the hook from when it is started, the exec's setup
+			// included, and the stop does not wait for the hook to be killed; the exec's own
+			// cleanup finishes in the background (ctx is cancelled on return), and stopping the
+			// container ends the hook anyway. Waiting made the stop late by the setup and the kill
+			// on a loaded machine.
+			err = ctx.Err()
+		}
 		if errors.Is(err, prober.ErrExecTimeout) || (err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 			return fmt.Errorf("preStop hook did not finish within the grace period (%v)", grace)
 		}

@@ -123,3 +123,23 @@ func TestPreStopHostNetworkLoopback(t *testing.T) {
 		t.Errorf("requests %q, dialers for %+v", got, n.pods)
 	}
 }
+
+// The grace bounds an exec hook from when it is started, as the kubelet's does: a runtime slow to
+// set the exec up, or to kill it at its timeout, does not make the stop late.
+func TestPreStopExecBoundedByGrace(t *testing.T) {
+	released := make(chan struct{})
+	defer close(released)
+	slow := execStub(func(ctx context.Context, _ []string, timeout time.Duration) (prober.ExecResult, error) {
+		<-released // setup, timeout and kill taking longer than the grace
+		return prober.ExecResult{}, prober.ErrExecTimeout
+	})
+	start := time.Now()
+	err := runPreStop(context.Background(), slow, nil, &corev1.Pod{},
+		&v1alpha1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "8"}}}, nil, "c1", 300*time.Millisecond)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("runPreStop returned after %s, past its 300ms grace", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "did not finish within the grace period (300ms)") {
+		t.Fatalf("err = %v", err)
+	}
+}
