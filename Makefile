@@ -173,6 +173,8 @@ bench-run: deps-rig deps-runc-build
 
 generate:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
+	@# OpenKruise's types that probeshim reads only: deep copies, never CRDs.
+	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./cluster/internal/kruiseapi/...
 	$(TOOLS) controller-gen crd:crdVersions=v1 paths=./apis/... output:crd:artifacts:config=apis/crds
 	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
 	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/

@@ -12,14 +12,16 @@ cp go.mod go.sum "$tmp/"
 cp hack/boilerplate.go.txt "$tmp/hack/"
 cp hack/tools/go.mod hack/tools/go.sum "$tmp/hack/tools/"
 cp -a apis "$tmp/apis"
+mkdir -p "$tmp/cluster/internal"
+cp -a cluster/internal/kruiseapi "$tmp/cluster/internal/kruiseapi"
 # Start from no generated files, so a leftover that nothing generates any more counts as stale too.
-find "$tmp/apis" -name 'zz_generated.*.go' -delete
+find "$tmp/apis" "$tmp/cluster/internal/kruiseapi" -name 'zz_generated.*.go' -delete
 rm -f "$tmp/apis/crds/"*.yaml
 
 make -s -C "$tmp" -f "$root/Makefile" generate >/dev/null
 
-if ! (cd "$tmp" && diff -ru "$root/apis" apis) >"$tmp/diff"; then
+if ! (cd "$tmp" && diff -ru "$root/apis" apis && diff -ru "$root/cluster/internal/kruiseapi" cluster/internal/kruiseapi) >"$tmp/diff"; then
 	cat "$tmp/diff" >&2
-	echo "generated code in apis/ is stale: run 'make generate' and commit the result" >&2
+	echo "generated code in apis/ or cluster/internal/kruiseapi/ is stale: run 'make generate' and commit the result" >&2
 	exit 1
 fi

@@ -14,7 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
+	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
 )
 
 // ControllerName names the decider in logs, events and LabelCreatedBy.
@@ -50,6 +53,7 @@ const requestGrace = 2 * time.Minute
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps.kruise.io,resources=podunavailablebudgets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=nodepodprobes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps.kruise.io,resources=containerrecreaterequests,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -109,12 +113,20 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reported:  map[Workload]map[types.UID]string{},
 		seen:      map[Workload]map[seenKey]sighting{},
 		breakers:  map[Workload]bool{},
+		restarted: map[types.UID]createdRequest{},
 	}
 	cfg.onChange = func(ctx context.Context) { d.resync.all(d.failingWorkloads(ctx)) }
 	if err := mgr.Add(cfg); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if d.pubs, err = servesPodUnavailableBudgets(mgr); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if d.pubs {
+		b = b.Watches(&kruiseapi.PodUnavailableBudget{}, pubHandler(d))
+	}
+	return b.
 		Named(ControllerName).
 		WatchesRawSource(d.resync.source()).
 		Watches(&v1alpha1.NodePodProbe{}, nodePodProbeHandler(d)).
@@ -125,6 +137,25 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Watches(namespaceMeta(), namespaceHandler(d)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
 		Complete(d)
+}
+
+// servesPodUnavailableBudgets says whether OpenKruise's PodUnavailableBudget is served, read
+// once at start (a CRD installed later is honoured from the next start, or leader change); when
+// it is, the decider's scheme learns the type.
+func servesPodUnavailableBudgets(mgr ctrl.Manager) (bool, error) {
+	gk := schema.GroupKind{Group: kruiseapi.GroupVersion.Group, Kind: kruiseapi.PodUnavailableBudgetKind}
+	_, err := mgr.GetRESTMapper().RESTMapping(gk, kruiseapi.GroupVersion.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking for OpenKruise's PodUnavailableBudget: %w", err)
+	}
+	if err := kruiseapi.AddToScheme(mgr.GetScheme()); err != nil {
+		return false, err
+	}
+	mgr.GetLogger().WithName(ControllerName).Info("OpenKruise's PodUnavailableBudget is served: restarts honour it beside PodDisruptionBudgets")
+	return true, nil
 }
 
 type decider struct {
@@ -145,6 +176,55 @@ type decider struct {
 	// seen is when the decider first saw each current failure of a workload's pods.
 	seen     map[Workload]map[seenKey]sighting
 	breakers map[Workload]bool
+
+	// budgetMu is held by a reconcile with failures to decide, from counting its disruption
+	// budgets through creating its requests.
+	budgetMu sync.Mutex
+	// restarted are the requests the decider created, by pod, until its cache shows them (under
+	// mu): a disruption in flight that a count from the cache would miss.
+	restarted map[types.UID]createdRequest
+	// pubs: OpenKruise's PodUnavailableBudget is served, and honoured.
+	pubs bool
+}
+
+// createdRequest is a request the decider created, and when.
+type createdRequest struct {
+	name string
+	at   time.Time
+}
+
+// cacheLag is how long a created request the cache does not show counts as in flight: far longer
+// than the cache lags behind the API server (a request deleted before the cache showed it is
+// forgotten then).
+const cacheLag = 30 * time.Second
+
+// recreating says whether a restart of a pod is in flight: anyone's active request, or one the
+// decider created that its cache does not show yet.
+func (d *decider) recreating(now time.Time) recreatingFunc {
+	return func(ctx context.Context, pod *corev1.Pod) (bool, error) {
+		d.mu.Lock()
+		c, ok := d.restarted[pod.UID]
+		d.mu.Unlock()
+		if ok && now.Sub(c.at) < cacheLag {
+			err := d.client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: c.name}, &v1alpha1.ContainerRecreateRequest{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		if ok {
+			d.forgetCreated(pod.UID)
+		}
+		return d.activeRequest(ctx, pod)
+	}
+}
+
+func (d *decider) forgetCreated(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.restarted, uid)
 }
 
 type seenKey struct {
@@ -169,7 +249,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("workload", wl.String()))
-	pods, err := d.workloads.pods(ctx, wl)
+	pods, terminating, err := d.workloads.pods(ctx, wl)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -190,9 +270,16 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		views = append(views, v)
 	}
 	d.markSeen(wl, views, now)
-	budget, err := d.workloads.budget(ctx, settings, wl, pods)
-	if err != nil {
-		return reconcile.Result{}, err
+	var disruption []DisruptionBudget
+	if slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 }) {
+		// Workloads that share a disruption budget are decided one at a time, from the budget
+		// counted through to the requests created, so two workers never spend its last disruption
+		// twice.
+		d.budgetMu.Lock()
+		defer d.budgetMu.Unlock()
+		if disruption, err = d.workloads.disruptionBudgets(ctx, wl, pods, d.pubs, d.recreating(now)); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	nsOff, err := d.namespaceOptedOut(ctx, wl.Namespace)
 	if err != nil {
@@ -205,7 +292,8 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	d.bucket.configure(now, settings, slowed != "")
 	decisions, breaker := Decide(Input{
 		Now: now, Settings: settings, ConfigErr: cfgErr, Workload: wl, Pods: views,
-		NamespaceOptedOut: nsOff, Budget: budget, Slowed: slowed,
+		NamespaceOptedOut: nsOff, Budget: defaultBudget(settings, len(pods)), Terminating: terminating,
+		Disruption: disruption, Slowed: slowed,
 	}, d.bucket)
 	d.noteBreaker(ctx, wl, breaker)
 
@@ -641,6 +729,7 @@ func (d *decider) followUp(ctx context.Context, pod *corev1.Pod, rec Record, act
 			crr.Name, strings.Join(notRestarted, ", "), crr.Status.Message)
 	}
 	logger.Info("restart request finished", "notRestarted", notRestarted)
+	d.forgetCreated(pod.UID)
 	if crr.Labels[LabelCreatedBy] == ControllerName {
 		err := d.client.Delete(ctx, crr, client.Preconditions{UID: &crr.UID})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
@@ -687,6 +776,14 @@ func (d *decider) restart(ctx context.Context, pod *corev1.Pod, dec *Decision, s
 
 // create creates the request of a decision under name and observes the reaction time.
 func (d *decider) create(ctx context.Context, pod *corev1.Pod, name string, dec *Decision, s *Settings, now time.Time) (*v1alpha1.ContainerRecreateRequest, error) {
+	d.mu.Lock()
+	for uid, c := range d.restarted {
+		if now.Sub(c.at) >= cacheLag {
+			delete(d.restarted, uid)
+		}
+	}
+	d.restarted[pod.UID] = createdRequest{name: name, at: now} // whether or not the create answers: it may have landed
+	d.mu.Unlock()
 	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
 	if err != nil {
 		return nil, err

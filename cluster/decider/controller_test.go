@@ -5,6 +5,7 @@ package decider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/internal/poll"
 )
@@ -41,6 +44,12 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, func(mgr ctrl.Manager) error {
 		// Fast backoff so the tests see a second restart within seconds.
 		if err := writeConfig(mgr.GetConfig(), "backoff: {initial: 1s, max: 4s}"); err != nil {
+			return err
+		}
+		// OpenKruise's PodUnavailableBudget is served before the decider starts, as on a
+		// cluster with Kruise installed: the decider honours it.
+		if _, err := envtest.InstallCRDs(mgr.GetConfig(), envtest.CRDInstallOptions{
+			Paths: []string{"testdata/podunavailablebudgets.yaml"}, ErrorIfPathMissing: true}); err != nil {
 			return err
 		}
 		return SetupWithManager(mgr, Options{Namespace: configNamespace})
@@ -453,9 +462,9 @@ func TestPodDisruptionBudgetPacesRestarts(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "paced"}}},
 	}
-	if err := env.Client.Create(context.Background(), pdb); err != nil {
-		t.Fatal(err)
-	}
+	// The disruption controller's count (none runs here): 6 healthy, 5 needed. The decider
+	// counts the restarts in flight itself.
+	f.budget(pdb, policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 6, DesiredHealthy: 5, DisruptionsAllowed: 1, ExpectedPods: 6})
 	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0], pods[1], pods[2])
 	restarted := map[string]bool{}
 	for len(restarted) < 3 {
@@ -481,6 +490,156 @@ func TestPodDisruptionBudgetPacesRestarts(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// budget creates pdb with the status the disruption controller would write (current with its
+// generation).
+func (f *fixture) budget(pdb *policyv1.PodDisruptionBudget, st policyv1.PodDisruptionBudgetStatus) {
+	f.t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, pdb); err != nil {
+		f.t.Fatal(err)
+	}
+	st.ObservedGeneration = pdb.Generation
+	pdb.Status = st
+	if err := env.Client.Status().Update(ctx, pdb); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Two PodDisruptionBudgets over overlapping workloads, as the eviction API counts them: a pod
+// both select is held (the eviction API refuses it); a pod one selects is judged by that
+// budget's own pods, the other workload's included.
+func TestOverlappingDisruptionBudgets(t *testing.T) {
+	f := newFixture(t)
+	stable := f.deployment("stable", 3, func(p *corev1.Pod) { p.Labels["tier"] = "front" })
+	canary := f.deployment("canary", 1, func(p *corev1.Pod) { p.Labels["tier"] = "front" })
+	all := append(slices.Clone(stable), canary...)
+	front := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "front", Namespace: f.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "front"}}},
+	}
+	f.budget(front, policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 4, DesiredHealthy: 3, DisruptionsAllowed: 1, ExpectedPods: 4})
+	canaryPDB := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: f.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "canary"}}},
+	}
+	f.budget(canaryPDB, policyv1.PodDisruptionBudgetStatus{CurrentHealthy: 1, DesiredHealthy: 0, DisruptionsAllowed: 1, ExpectedPods: 1})
+
+	// The canary pod: both budgets select it.
+	f.setStates(all, v1alpha1.ProbeFailed, time.Now(), canary[0])
+	f.waitEvent(canary[0], EventReasonHeld, "selected by 2 PodDisruptionBudgets ("+f.ns+"/canary, "+f.ns+"/front)")
+
+	// A stable pod is front's alone. The canary is being recreated by someone else: it counts
+	// against front (1 allowed) though it is not of the stable workload.
+	manual := &v1alpha1.ContainerRecreateRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: f.ns,
+			Labels: map[string]string{v1alpha1.LabelCRRPodUID: string(canary[0].UID)}},
+		Spec: v1alpha1.ContainerRecreateRequestSpec{PodName: canary[0].Name,
+			Containers: []v1alpha1.ContainerRecreateRequestContainer{{Name: "app"}}},
+	}
+	if err := env.Client.Create(context.Background(), manual); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(all, v1alpha1.ProbeFailed, time.Now(), stable[0])
+	f.waitEvent(stable[0], EventReasonHeld, "PodDisruptionBudget "+f.ns+"/front allows no more disruptions")
+	f.complete(manual, v1alpha1.ContainerRecreateRequestSucceeded)
+	poll.Eventually(t, 10*time.Second, func() error {
+		if !slices.ContainsFunc(f.requests(), func(r v1alpha1.ContainerRecreateRequest) bool { return r.Spec.PodName == stable[0].Name }) {
+			return fmt.Errorf("no request for %s after the canary's finished", stable[0].Name)
+		}
+		return nil
+	})
+}
+
+// A budget the disruption controller has not counted (its status behind its spec) allows
+// nothing, as the eviction API answers; the decider says so and acts once it is counted.
+func TestUncountedDisruptionBudgetHolds(t *testing.T) {
+	f := newFixture(t)
+	pods := f.deployment("uncounted", 4, nil)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "uncounted", Namespace: f.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "uncounted"}}},
+	}
+	if err := env.Client.Create(context.Background(), pdb); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, "has not counted it yet")
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("%d requests under an uncounted budget", n)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, CurrentHealthy: 4, DesiredHealthy: 3, DisruptionsAllowed: 1, ExpectedPods: 4}
+	if err := env.Client.Status().Update(context.Background(), pdb); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequests(1)
+}
+
+// Pods being deleted are unavailable (a rolling update in progress): with the default budget of
+// 1 in 4, a failing pod waits while an old pod terminates.
+func TestTerminatingPodsUseTheBudget(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pods := f.deployment("rolling", 5, func(p *corev1.Pod) {
+		if strings.HasSuffix(p.Name, "-4") {
+			p.Finalizers = []string{"probeshim.io/test-hold"} // terminates until the test lets it go
+		}
+	})
+	old := pods[4]
+	if err := env.Client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(pods[:4], v1alpha1.ProbeFailed, time.Now(), pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, "terminating")
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("%d requests while a pod terminates", n)
+	}
+	cur := &corev1.Pod{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Finalizers = nil
+	if err := env.Client.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	// No kubelet here confirms the deletion: do it as it would.
+	if err := env.Client.Delete(ctx, cur, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequests(1)
+}
+
+// OpenKruise's PodUnavailableBudget, served here as on a cluster with Kruise, is honoured like a
+// PodDisruptionBudget: by its own status, its pods found through its target workload.
+func TestPodUnavailableBudgetHolds(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pods := f.deployment("kruised", 4, nil)
+	pub := &kruiseapi.PodUnavailableBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "kruised", Namespace: f.ns},
+		Spec: kruiseapi.PodUnavailableBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			TargetReference: &kruiseapi.TargetReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "kruised"}},
+	}
+	if err := env.Client.Create(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	// Kruise counted one pod unavailable elsewhere: nothing allowed.
+	pub.Status = kruiseapi.PodUnavailableBudgetStatus{ObservedGeneration: pub.Generation, UnavailableAllowed: 0,
+		CurrentAvailable: 3, DesiredAvailable: 3, TotalReplicas: 4}
+	if err := env.Client.Status().Update(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	f.setStates(pods, v1alpha1.ProbeFailed, time.Now(), pods[0])
+	f.waitEvent(pods[0], EventReasonHeld, "PodUnavailableBudget "+f.ns+"/kruised allows no more disruptions")
+	pub.Status.UnavailableAllowed, pub.Status.CurrentAvailable = 1, 4
+	if err := env.Client.Status().Update(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRequests(1)
 }
 
 // Anyone's request makes its pod unavailable, whether or not the pod uses the enhanced liveness

@@ -109,8 +109,15 @@ type Input struct {
 	Pods []Pod
 	// NamespaceOptedOut: the namespace carries AnnotationRestartDisabled.
 	NamespaceOptedOut bool
-	// Budget is the most pods of the workload that may be unavailable at once.
+	// Budget is the most pods of the workload that may be unavailable at once, for its pods that
+	// no disruption budget of Disruption selects.
 	Budget Budget
+	// Terminating counts the workload's pods being deleted: unavailable for Budget.
+	Terminating int
+	// Disruption are the budgets of their owners (PodDisruptionBudgets, OpenKruise's
+	// PodUnavailableBudgets) that select some of Pods: a pod they select is judged by them, as
+	// the eviction API judges it, instead of by Budget.
+	Disruption []DisruptionBudget
 	// Slowed says why the cluster-wide rate is slowed to Settings.UnhealthyQPS ("" when not).
 	Slowed string
 }
@@ -120,6 +127,29 @@ type Budget struct {
 	MaxUnavailable int
 	Source         string // "PodDisruptionBudget shop/cart-pdb" or "default 25%"
 }
+
+// DisruptionBudget is a PodDisruptionBudget or PodUnavailableBudget over some of the workload's
+// pods, counted over every pod it selects (in and out of the workload) as its owner counts it.
+type DisruptionBudget struct {
+	Kind string // "PodDisruptionBudget" or "PodUnavailableBudget"
+	Name string // namespace/name
+	// Pods are the pods of the workload it selects.
+	Pods map[types.UID]bool
+	// Allowed is how many more of its pods may become unavailable now: the status's count of
+	// allowed disruptions less the restarts in flight it cannot have seen yet, and never more than
+	// its healthy pods counted now above the healthy pods it needs.
+	Allowed int
+	// Healthy and Desired count its healthy pods now and the ones it needs.
+	Healthy, Desired int
+	// AlwaysAllowUnhealthy: a pod that is not ready may be restarted however few are healthy
+	// (a PodDisruptionBudget's unhealthyPodEvictionPolicy AlwaysAllow; a PodUnavailableBudget
+	// lets unavailable pods go too). Otherwise only while Healthy >= Desired, as the eviction API.
+	AlwaysAllowUnhealthy bool
+	// Stale says why its status cannot be trusted, "" when it can: it then allows nothing.
+	Stale string
+}
+
+func (b *DisruptionBudget) String() string { return b.Kind + " " + b.Name }
 
 // Tokens is the rate limit on new requests, per namespace and cluster-wide.
 type Tokens interface {
@@ -162,7 +192,10 @@ const (
 	ReasonRecreateInProgress Reason = "RecreateInProgress"
 	ReasonBackoff            Reason = "Backoff"
 	ReasonMaxUnavailable     Reason = "MaxUnavailable"
-	ReasonRateLimited        Reason = "RateLimited"
+	// ReasonMultipleBudgets: more than one PodDisruptionBudget (or PodUnavailableBudget) selects
+	// the pod. The eviction API refuses to evict such a pod, and the decider holds likewise.
+	ReasonMultipleBudgets Reason = "MultipleBudgets"
+	ReasonRateLimited     Reason = "RateLimited"
 	// ReasonContainerNotRunning and ReasonContainerRestarted: the Failed state is not about the
 	// container instance running now. A container that exited is the kubelet's to restart (by
 	// restartPolicy, with its back-off); a request would kill the instance the kubelet just
@@ -222,10 +255,10 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 	var stale []Decision
 	in.Pods, stale = current(in.Pods)
 	breaker := breakerState(in)
-	unavailable := map[types.UID]bool{}
+	b := budgets{in: &in, unavailable: map[types.UID]bool{}, taken: make([]int, len(in.Disruption))}
 	for i := range in.Pods {
 		if p := &in.Pods[i]; !p.Ready || p.Recreating {
-			unavailable[p.UID] = true
+			b.unavailable[p.UID] = true
 		}
 	}
 
@@ -253,9 +286,9 @@ func Decide(in Input, tokens Tokens) ([]Decision, Breaker) {
 		if !d.Resume {
 			d.Failing = due(in.Now, in.Settings, p.Record, d.Failing)
 		}
-		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, d.Resume, breaker, unavailable, tokens)
+		d.Outcome, d.Reason, d.Message, d.RetryAfter = decideOne(in, p, d.Failing, d.Resume, breaker, &b, tokens)
 		if d.Outcome != Held {
-			unavailable[p.UID] = true
+			b.take(p)
 		}
 		out = append(out, d)
 	}
@@ -342,7 +375,7 @@ func (p *Pod) stale(f Failure) (Reason, string) {
 	return "", ""
 }
 
-func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker, unavailable map[types.UID]bool, tokens Tokens) (Outcome, Reason, string, time.Duration) {
+func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker, b *budgets, tokens Tokens) (Outcome, Reason, string, time.Duration) {
 	s := in.Settings
 	held := func(r Reason, format string, args ...any) (Outcome, Reason, string, time.Duration) {
 		return Held, r, fmt.Sprintf(format, args...), 0
@@ -377,13 +410,8 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		return Held, ReasonBackoff, fmt.Sprintf("back-off %s restarting container %s (restarted %d times)",
 			wait.Round(time.Second), container, restarts), wait
 	}
-	others := len(unavailable)
-	if unavailable[p.UID] {
-		others--
-	}
-	if others+1 > in.Budget.MaxUnavailable {
-		return held(ReasonMaxUnavailable, "%d of %s's pods are unavailable or being recreated; maxUnavailable is %d (%s)",
-			others, in.Workload, in.Budget.MaxUnavailable, in.Budget.Source)
+	if r, msg, recheck := b.check(p); r != "" {
+		return Held, r, msg, recheck
 	}
 	if ok, scope, wait := tokens.Take(in.Workload.Namespace, in.Now); !ok {
 		if scope == ScopeNamespace {
@@ -402,6 +430,85 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		return DryRun, ReasonLivenessFailed, "dry run, no restart: " + msg, 0
 	}
 	return Restart, ReasonLivenessFailed, msg, 0
+}
+
+// budgets is what the disruption budgets allow in one Decide, as restarts take from them.
+type budgets struct {
+	in *Input
+	// unavailable are the workload's pods not ready, being recreated, or restarted in this Decide.
+	unavailable map[types.UID]bool
+	// taken counts the restarts of this Decide from each of in.Disruption.
+	taken []int
+}
+
+// over are the indexes of the disruption budgets that select p.
+func (b *budgets) over(p *Pod) []int {
+	var out []int
+	for i := range b.in.Disruption {
+		if b.in.Disruption[i].Pods[p.UID] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// budgetRecheck is how often a restart held by a disruption budget is decided again: its pods
+// outside the workload change without telling the workload.
+const budgetRecheck = 5 * time.Second
+
+// check says what holds p's restart back among the budgets, "" when nothing does, and when to
+// decide again. A pod that a PodDisruptionBudget or PodUnavailableBudget selects is judged by it
+// alone (by each, when one of each selects it); the others by the workload's default.
+func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
+	over := b.over(p)
+	if len(over) == 0 {
+		others := len(b.unavailable) + b.in.Terminating
+		if b.unavailable[p.UID] {
+			others--
+		}
+		if others+1 > b.in.Budget.MaxUnavailable {
+			return ReasonMaxUnavailable, fmt.Sprintf("%d of %s's pods are unavailable, terminating or being recreated; maxUnavailable is %d (%s)",
+				others, b.in.Workload, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
+		}
+		return "", "", 0
+	}
+	byKind := map[string][]string{}
+	for _, i := range over {
+		d := &b.in.Disruption[i]
+		byKind[d.Kind] = append(byKind[d.Kind], d.Name)
+	}
+	for _, kind := range []string{"PodDisruptionBudget", "PodUnavailableBudget"} {
+		if names := byKind[kind]; len(names) > 1 {
+			slices.Sort(names)
+			return ReasonMultipleBudgets, fmt.Sprintf("the pod is selected by %d %ss (%s): the eviction API refuses to evict such a pod and the decider holds its restart likewise; make one budget select it",
+				len(names), kind, strings.Join(names, ", ")), budgetRecheck
+		}
+	}
+	unhealthy := b.unavailable[p.UID]
+	for _, i := range over {
+		d := &b.in.Disruption[i]
+		switch {
+		case d.Stale != "":
+			return ReasonMaxUnavailable, fmt.Sprintf("%s allows no disruption now: %s", d, d.Stale), budgetRecheck
+		case unhealthy && !d.AlwaysAllowUnhealthy && d.Healthy-b.taken[i] < d.Desired:
+			return ReasonMaxUnavailable, fmt.Sprintf("the pod is not ready and %s has %d healthy pods of the %d it needs: with unhealthyPodEvictionPolicy IfHealthyBudget (the default) an unhealthy pod goes only while the budget is met",
+				d, d.Healthy-b.taken[i], d.Desired), budgetRecheck
+		case !unhealthy && d.Allowed-b.taken[i] < 1:
+			return ReasonMaxUnavailable, fmt.Sprintf("%s allows no more disruptions: %d of its pods are healthy and it needs %d (restarts in flight counted)",
+				d, d.Healthy-b.taken[i], d.Desired), budgetRecheck
+		}
+	}
+	return "", "", 0
+}
+
+// take spends p's restart from the budgets that select it: a ready pod stops counting as healthy.
+func (b *budgets) take(p *Pod) {
+	if !b.unavailable[p.UID] {
+		for _, i := range b.over(p) {
+			b.taken[i]++
+		}
+	}
+	b.unavailable[p.UID] = true
 }
 
 // newFailures are the pod's failures the decider has not acted on, oldest first.

@@ -590,3 +590,106 @@ func TestRequestName(t *testing.T) {
 		t.Errorf("names: %q (%d chars), %q", long[:20], len(long), a)
 	}
 }
+
+// Disruption budgets are judged as their owners count them: each by its own Allowed, spent by
+// the restarts of one Decide; a pod two PodDisruptionBudgets select is held as the eviction API
+// refuses it; an unready pod goes by unhealthyPodEvictionPolicy; a budget whose status is stale
+// allows nothing; pods no budget selects use the workload's default, with terminating pods
+// counted as unavailable.
+func TestDecideDisruptionBudgets(t *testing.T) {
+	def := settings(nil)
+	uids := func(names ...string) map[types.UID]bool {
+		m := map[types.UID]bool{}
+		for _, n := range names {
+			m[types.UID("uid-"+n)] = true
+		}
+		return m
+	}
+	pdb := func(name string, allowed, healthy, desired int, pods ...string) DisruptionBudget {
+		return DisruptionBudget{Kind: "PodDisruptionBudget", Name: "shop/" + name, Pods: uids(pods...),
+			Allowed: allowed, Healthy: healthy, Desired: desired}
+	}
+	all := []string{"web-0", "web-1", "web-2", "web-3", "web-4", "web-5"}
+	unready := func(p Pod) Pod { p.Ready = false; return p }
+	for _, tt := range []struct {
+		name    string
+		in      Input
+		want    string
+		message string // in the first held decision's message
+	}{
+		{name: "a PDB allowing one: the oldest failure goes, the next waits for it",
+			in:      with2(input(def, six(2)...), func(in *Input) { in.Disruption = []DisruptionBudget{pdb("web", 1, 6, 5, all...)} }),
+			want:    "web-0:restart/LivenessFailed web-1:held/MaxUnavailable",
+			message: "PodDisruptionBudget shop/web allows no more disruptions: 5 of its pods are healthy and it needs 5"},
+		{name: "a PDB allowing two: its own count, not the workload's default of one",
+			in:   with2(input(def, six(2)...), func(in *Input) { in.Disruption = []DisruptionBudget{pdb("web", 2, 6, 4, all...)} }),
+			want: "web-0:restart/LivenessFailed web-1:restart/LivenessFailed"},
+		{name: "a PDB whose pods are elsewhere unavailable allows none",
+			in:   with2(input(def, six(1)...), func(in *Input) { in.Disruption = []DisruptionBudget{pdb("wide", 0, 8, 8, all...)} }),
+			want: "web-0:held/MaxUnavailable"},
+		{name: "two PDBs select the pod: held as the eviction API refuses",
+			in: with2(input(def, six(1)...), func(in *Input) {
+				in.Disruption = []DisruptionBudget{pdb("b", 3, 6, 3, all...), pdb("a", 3, 6, 3, "web-0")}
+			}),
+			want:    "web-0:held/MultipleBudgets",
+			message: "selected by 2 PodDisruptionBudgets (shop/a, shop/b)"},
+		{name: "a PDB and a PodUnavailableBudget: both must allow",
+			in: with2(input(def, six(1)...), func(in *Input) {
+				pub := pdb("pub", 0, 5, 5, all...)
+				pub.Kind, pub.AlwaysAllowUnhealthy = "PodUnavailableBudget", true
+				in.Disruption = []DisruptionBudget{pdb("web", 1, 6, 5, all...), pub}
+			}),
+			want: "web-0:held/MaxUnavailable", message: "PodUnavailableBudget shop/pub allows no more disruptions"},
+		{name: "a stale status allows nothing",
+			in: with2(input(def, six(1)...), func(in *Input) {
+				b := pdb("web", 1, 6, 5, all...)
+				b.Stale = "its status is behind its spec"
+				in.Disruption = []DisruptionBudget{b}
+			}),
+			want: "web-0:held/MaxUnavailable", message: "allows no disruption now: its status is behind its spec"},
+		{name: "an unready pod while the budget is met (IfHealthyBudget): goes without spending it",
+			in: with2(input(def, append([]Pod{unready(failing("web-0", 0)), failing("web-1", time.Second), failing("web-2", 2*time.Second)}, six(0)[3:]...)...), func(in *Input) {
+				in.Disruption = []DisruptionBudget{pdb("web", 1, 5, 4, all...)}
+			}),
+			want: "web-0:restart/LivenessFailed web-1:restart/LivenessFailed web-2:held/MaxUnavailable"},
+		{name: "an unready pod while the budget is not met (IfHealthyBudget): held",
+			in: with2(input(def, append([]Pod{unready(failing("web-0", 0))}, six(0)[1:]...)...), func(in *Input) {
+				in.Disruption = []DisruptionBudget{pdb("web", 0, 4, 5, all...)}
+			}),
+			want: "web-0:held/MaxUnavailable", message: "has 4 healthy pods of the 5 it needs"},
+		{name: "an unready pod, unhealthyPodEvictionPolicy AlwaysAllow: goes",
+			in: with2(input(def, append([]Pod{unready(failing("web-0", 0))}, six(0)[1:]...)...), func(in *Input) {
+				b := pdb("web", 0, 4, 5, all...)
+				b.AlwaysAllowUnhealthy = true
+				in.Disruption = []DisruptionBudget{b}
+			}),
+			want: "web-0:restart/LivenessFailed"},
+		{name: "pods no budget selects keep the workload's default",
+			in: with2(input(def, six(2)...), func(in *Input) {
+				in.Disruption = []DisruptionBudget{pdb("canary", 0, 1, 1, "web-1")}
+			}),
+			want: "web-0:restart/LivenessFailed web-1:held/MaxUnavailable"},
+		{name: "a terminating pod is unavailable for the default (4 pods, 25%: one)",
+			in:      with2(input(def, six(1)[:4]...), func(in *Input) { in.Terminating = 1 }),
+			want:    "web-0:held/MaxUnavailable",
+			message: "1 of Deployment/shop/web's pods are unavailable, terminating or being recreated"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, _ := Decide(tt.in, plenty())
+			if got := summary(ds); got != tt.want {
+				t.Fatalf("decisions %s, want %s", got, tt.want)
+			}
+			if tt.message == "" {
+				return
+			}
+			for _, d := range ds {
+				if d.Outcome == Held {
+					if !strings.Contains(d.Message, tt.message) {
+						t.Errorf("held: %q, want it to say %q", d.Message, tt.message)
+					}
+					return
+				}
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
 )
 
 // What wakes a workload up: a liveness state of one of its pods changing (NodePodProbe status),
@@ -216,6 +217,29 @@ func budgetHandler(d *decider) handler.EventHandler {
 	add := func(ctx context.Context, q queue, o client.Object) {
 		pdb := o.(*policyv1.PodDisruptionBudget)
 		d.enqueueNamespace(ctx, q, pdb.Namespace, pdb.Spec.Selector)
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			add(ctx, q, e.ObjectOld)
+			add(ctx, q, e.ObjectNew)
+		},
+	}
+}
+
+// pubHandler decides again the workloads whose pods a PodUnavailableBudget selects (by label,
+// or as its target).
+func pubHandler(d *decider) handler.EventHandler {
+	add := func(ctx context.Context, q queue, o client.Object) {
+		pub := o.(*kruiseapi.PodUnavailableBudget)
+		if ref := pub.Spec.TargetReference; pub.Spec.Selector == nil && ref != nil {
+			q.Add(request(Workload{Kind: ref.Kind, Namespace: pub.Namespace, Name: ref.Name}))
+			return
+		}
+		if pub.Spec.Selector != nil {
+			d.enqueueNamespace(ctx, q, pub.Namespace, pub.Spec.Selector)
+		}
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
