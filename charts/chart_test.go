@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -191,6 +192,27 @@ func TestCRDsAreGenerated(t *testing.T) {
 
 // Values reach the objects they are for.
 func TestValues(t *testing.T) {
+	t.Run("uninstall guard", func(t *testing.T) {
+		hooks := renderHooks(t, map[string]any{"image": map[string]any{"repository": "r.example/x", "tag": "v1"}})
+		job := find(t, hooks, "Job", "probeshim-uninstall-guard")
+		if h := job.GetAnnotations()["helm.sh/hook"]; h != "pre-delete" {
+			t.Errorf("hook %q, want pre-delete", h)
+		}
+		cs, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+		if len(cs) != 1 {
+			t.Fatalf("containers %v", cs)
+		}
+		c := cs[0].(map[string]any)
+		if c["image"] != "r.example/x:v1" || fmt.Sprint(c["command"]) != "[/bin/probeshim-cluster uninstall-check]" {
+			t.Errorf("container runs %v %v", c["image"], c["command"])
+		}
+		if sa, _, _ := unstructured.NestedString(job.Object, "spec", "template", "spec", "serviceAccountName"); sa != "probeshim-cluster" {
+			t.Errorf("service account %q", sa)
+		}
+		if off := renderHooks(t, map[string]any{"uninstallGuard": map[string]any{"enabled": false}}); len(off) != 0 {
+			t.Errorf("guard off renders %d hooks", len(off))
+		}
+	})
 	t.Run("image tag defaults to appVersion", func(t *testing.T) {
 		c := container(t, render(t, map[string]any{"image": map[string]any{"repository": "registry.example/p/probeshim-cluster"}}))
 		ch, err := loader.Load(chartDir)
@@ -476,28 +498,46 @@ func renderNS(t *testing.T, ns string, vals map[string]any) []*unstructured.Unst
 
 func renderErr(vals map[string]any) (string, error) { return renderIn(namespace, vals) }
 
+// renderHooks renders the chart's hooks (kept out of the release's manifest by Helm).
+func renderHooks(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	rel, err := dryRun(namespace, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var manifest strings.Builder
+	for _, h := range rel.Hooks {
+		manifest.WriteString("---\n" + h.Manifest + "\n")
+	}
+	return decode(t, manifest.String())
+}
+
 // renderIn renders the chart as `helm install --dry-run` does without a cluster (client only).
 func renderIn(ns string, vals map[string]any) (string, error) {
-	ch, err := loader.Load(chartDir)
+	rel, err := dryRun(ns, vals)
 	if err != nil {
 		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+func dryRun(ns string, vals map[string]any) (*release.Release, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
 	}
 	inst := action.NewInstall(&action.Configuration{})
 	inst.ClientOnly, inst.DryRun, inst.Replace = true, true, true
 	inst.ReleaseName, inst.Namespace = "probeshim", ns
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	inst.KubeVersion = kv
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	rel, err := inst.Run(ch, vals)
-	if err != nil {
-		return "", err
-	}
-	return rel.Manifest, nil
+	return inst.Run(ch, vals)
 }
 
 // kustomize builds cluster/deploy as `kubectl apply -k` does.

@@ -4,6 +4,7 @@ package decider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +51,7 @@ const (
 const requestGrace = 2 * time.Minute
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
@@ -329,7 +331,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 			retry = dec.RetryAfter
 		}
 	}
-	d.report(ctx, wl, byUID, created, decisions)
+	d.note(ctx, d.report(ctx, wl, byUID, created, decisions))
 	if len(errs) > 0 {
 		return reconcile.Result{}, fmt.Errorf("%d of %d restarts not started: %w", len(errs), len(decisions), errs[0])
 	}
@@ -881,11 +883,12 @@ func grace(pod *corev1.Pod, failing []Failure) *int64 {
 // event recorder, so a restart names its request as the related object and a hold its reason as
 // the action.
 func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*corev1.Pod,
-	created map[types.UID]*v1alpha1.ContainerRecreateRequest, decisions []Decision) {
+	created map[types.UID]*v1alpha1.ContainerRecreateRequest, decisions []Decision) []lastDecision {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := d.reported[wl]
 	next := make(map[types.UID]string, len(decisions))
+	var told []lastDecision
 	for i := range decisions {
 		dec := &decisions[i]
 		key := fmt.Sprintf("%s/%s/%v", dec.Outcome, dec.Reason, dec.Failing)
@@ -921,11 +924,61 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 		}
 		logf.FromContext(ctx).Info("liveness restart decision", "pod", klog.KObj(pod), "outcome", dec.Outcome,
 			"reason", dec.Reason, "message", dec.Message)
+		told = append(told, lastDecision{pod: pod, cond: decisionCondition(dec, d.clock.Now())})
 	}
 	if len(next) == 0 {
 		delete(d.reported, wl)
 	} else {
 		d.reported[wl] = next
+	}
+	return told
+}
+
+// ConditionLivenessRestart is the pod condition that holds the decider's last decision about the
+// pod, told when it changes (as the events are): True when it restarted the pod's containers,
+// False when a restart is held back (the reason says why) or would be made but the decider runs
+// dry (reason DryRun). Its lastTransitionTime is when the decision was made. It outlives the
+// events, which expire.
+const ConditionLivenessRestart corev1.PodConditionType = "probeshim.io/LivenessRestart"
+
+// maxDecisionMessage bounds the condition's message, as the pod is every tenant's object to read.
+const maxDecisionMessage = 1024
+
+// lastDecision is a decision to note on its pod.
+type lastDecision struct {
+	pod  *corev1.Pod
+	cond corev1.PodCondition
+}
+
+func decisionCondition(dec *Decision, now time.Time) corev1.PodCondition {
+	c := corev1.PodCondition{Type: ConditionLivenessRestart, Status: corev1.ConditionFalse, Reason: string(dec.Reason),
+		LastTransitionTime: metav1.NewTime(now)}
+	c.Message = fmt.Sprintf("%s of %s: %s", dec.Outcome, containerList(dec.Failing), dec.Message)
+	switch dec.Outcome {
+	case Restart:
+		c.Status = corev1.ConditionTrue
+	case DryRun:
+		c.Reason = "DryRun"
+	}
+	if len(c.Message) > maxDecisionMessage {
+		c.Message = strings.ToValidUTF8(c.Message[:maxDecisionMessage-3], "") + "..."
+	}
+	return c
+}
+
+// note writes each decision's condition on its pod. A pod gone or a write refused loses only the
+// note (the event and the log have it): it is logged, not retried.
+func (d *decider) note(ctx context.Context, told []lastDecision) {
+	for _, t := range told {
+		body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": t.pod.UID},
+			"status": map[string]any{"conditions": []corev1.PodCondition{t.cond}}})
+		if err != nil {
+			continue
+		}
+		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: t.pod.Namespace, Name: t.pod.Name}}
+		if err := d.client.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, body)); client.IgnoreNotFound(err) != nil {
+			logf.FromContext(ctx).Error(err, "noting the decision on the pod", "pod", klog.KObj(t.pod), "reason", t.cond.Reason)
+		}
 	}
 }
 

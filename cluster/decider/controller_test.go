@@ -249,6 +249,27 @@ func (f *fixture) waitEvent(pod *corev1.Pod, reason, text string) {
 	})
 }
 
+// waitDecision waits for the decider's last decision on pod (ConditionLivenessRestart) to say
+// status and reason.
+func (f *fixture) waitDecision(pod *corev1.Pod, status corev1.ConditionStatus, reason Reason) {
+	f.t.Helper()
+	poll.Eventually(f.t, 10*time.Second, func() error {
+		cur := &corev1.Pod{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), cur); err != nil {
+			return err
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == ConditionLivenessRestart {
+				if c.Status != status || c.Reason != string(reason) || c.Message == "" {
+					return fmt.Errorf("condition %s %s: %s", c.Status, c.Reason, c.Message)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no condition %s on %s", ConditionLivenessRestart, pod.Name)
+	})
+}
+
 // setContainer writes the app container's status of pod as the kubelet would.
 func (f *fixture) setContainer(pod *corev1.Pod, edit func(*corev1.ContainerStatus)) {
 	f.t.Helper()
@@ -531,6 +552,7 @@ func TestOverlappingDisruptionBudgets(t *testing.T) {
 	// The canary pod: both budgets select it.
 	f.setStates(all, v1alpha1.ProbeFailed, time.Now(), canary[0])
 	f.waitEvent(canary[0], EventReasonHeld, "selected by 2 PodDisruptionBudgets ("+f.ns+"/canary, "+f.ns+"/front)")
+	f.waitDecision(canary[0], corev1.ConditionFalse, ReasonMultipleBudgets)
 
 	// A stable pod is front's alone. The canary is being recreated by someone else: it counts
 	// against front (1 allowed) though it is not of the stable workload.
@@ -552,6 +574,7 @@ func TestOverlappingDisruptionBudgets(t *testing.T) {
 		}
 		return nil
 	})
+	f.waitDecision(stable[0], corev1.ConditionTrue, ReasonLivenessFailed)
 }
 
 // A budget the disruption controller has not counted (its status behind its spec) allows

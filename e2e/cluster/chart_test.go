@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestChart(t *testing.T) {
 	uninstalled := false
 	t.Cleanup(func() {
 		if !uninstalled { // a failure midway: leave the rig to TestCluster anyway
-			_, _ = action.NewUninstall(cfg).Run(release)
+			_ = ForceUninstall(cfg, release)
 		}
 	})
 	if err := WaitReady(ctx, c, t0, t.Logf); err != nil {
@@ -85,8 +86,11 @@ func TestChart(t *testing.T) {
 	}
 	s.svc.Stop()
 
+	testUninstallGuard(t, c, cfg)
 	t1 := time.Now()
-	if _, err := action.NewUninstall(cfg).Run(release); err != nil {
+	un := action.NewUninstall(cfg)
+	un.Timeout = 2 * time.Minute
+	if _, err := un.Run(release); err != nil {
 		t.Fatalf("helm uninstall: %v", err)
 	}
 	uninstalled = true
@@ -122,6 +126,56 @@ func TestChart(t *testing.T) {
 		if _, err := c.Kubectl(ctx, "get", "crd", crd+".apps.kruise.io"); err != nil {
 			t.Errorf("CRD %s deleted by helm uninstall: %v", crd, err)
 		}
+	}
+}
+
+// testUninstallGuard: while a pod whose liveness probe was moved off the kubelet exists, helm
+// uninstall refuses (the chart's pre-delete hook), and the hook's log names the pod; once it is
+// gone, the guard lets the uninstall through (TestChart's own uninstall).
+func testUninstallGuard(t *testing.T, c *framework.Cluster, cfg *action.Configuration) {
+	ctx := framework.Context(t, 3*time.Minute)
+	ns := c.Namespace(t)
+	pod := framework.NewPod(ns, "guarded", framework.Shell("main", "exec sleep 1000000"))
+	pod.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+	pod.Spec.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+		Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatalf("creating an enhanced-liveness pod: %v", err)
+	}
+	if pod.Spec.Containers[0].LivenessProbe != nil {
+		t.Fatalf("the webhook left the liveness probe with the kubelet: %+v", pod.Annotations)
+	}
+	un := action.NewUninstall(cfg)
+	un.Timeout = 2 * time.Minute
+	t0 := time.Now()
+	_, err := un.Run(release)
+	if err == nil || !strings.Contains(err.Error(), "pre-delete") {
+		t.Fatalf("helm uninstall with %s/%s depending on probeshim: %v, want the pre-delete hook to refuse", ns, pod.Name, err)
+	}
+	t.Logf("helm uninstall refused in %s: %v", time.Since(t0).Round(time.Millisecond), err)
+	pods, err := c.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=probeshim-uninstall-guard"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the guard's pod: %v (%d found)", err, len(pods.Items))
+	}
+	logs, err := c.Kube.CoreV1().Pods(Namespace).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("the guard's log: %v", err)
+	}
+	if want := "refusing: 1 pods that opted in to enhanced liveness"; !strings.Contains(string(logs), want) || !strings.Contains(string(logs), ns+"/guarded") {
+		t.Errorf("the guard's log %q, want %q naming %s/guarded", logs, want, ns)
+	}
+	if _, err := c.Kube.AppsV1().Deployments(Namespace).Get(ctx, Deployment, metav1.GetOptions{}); err != nil {
+		t.Errorf("the refused uninstall deleted the deployment: %v", err)
+	}
+	if err := c.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, time.Minute, "the guarded pod gone", func(ctx context.Context) (bool, string, error) {
+		_, err := c.Kube.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err), nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"helm.sh/helm/v3/pkg/action"
+
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
@@ -313,4 +315,13 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// ForceUninstall uninstalls a Helm release without its hooks (the uninstall guard among them), as
+// `helm uninstall --no-hooks` does: for cleaning up after a test, whatever pods are left.
+func ForceUninstall(cfg *action.Configuration, name string) error {
+	un := action.NewUninstall(cfg)
+	un.DisableHooks = true
+	_, err := un.Run(name)
+	return err
 }

@@ -104,7 +104,7 @@ func TestUpgrade(t *testing.T) {
 		if _, err := inst.RunWithContext(ctx, ch, vals); err != nil {
 			t.Fatalf("helm install (release N): %v", err)
 		}
-		t.Cleanup(func() { _, _ = action.NewUninstall(cfg).Run(release) })
+		t.Cleanup(func() { _ = cluster.ForceUninstall(cfg, release) })
 		if err := cluster.WaitReady(ctx, c, time.Now(), t.Logf); err != nil {
 			t.Fatal(err)
 		}

@@ -33,7 +33,8 @@ const explainUsage = `usage: probeshim-cluster explain <namespace>/<pod>
 
 Prints what probeshim knows and decided about a pod's enhanced liveness: whether it opted in, where it
 may be scheduled, whether a node service runs its liveness probes now (condition
-probeshim.io/LivenessProtected), what the decider did to it (its restart record) and its latest decisions
+probeshim.io/LivenessProtected), the decider's last decision about it (condition probeshim.io/LivenessRestart),
+what the decider did to it (its restart record) and its latest decisions
 (the events LivenessRestart, LivenessRestartHeld, LivenessRestartDryRun, LivenessRestartFailed, and the
 condition's and scheduling's own), newest first. It reads only; the kubeconfig's user needs get on the pod
 and list on events in its namespace.
@@ -113,7 +114,8 @@ func explain(out io.Writer, pod *corev1.Pod, events []eventsv1.Event) {
 		" (node label "+v1alpha1.LabelNodeServed+")")
 	line("Node", cmp.Or(pod.Spec.NodeName, "(not scheduled)"))
 	for _, c := range pod.Status.Conditions {
-		if c.Type == liveness.ConditionLivenessProtected || (c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue) {
+		if c.Type == liveness.ConditionLivenessProtected || c.Type == decider.ConditionLivenessRestart ||
+			(c.Type == corev1.PodScheduled && c.Status != corev1.ConditionTrue) {
 			line(string(c.Type), fmt.Sprintf("%s (%s) since %s: %s", c.Status, c.Reason, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Message))
 		}
 	}

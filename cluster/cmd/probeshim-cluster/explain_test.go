@@ -37,7 +37,9 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod.Status.Conditions = []corev1.PodCondition{{Type: liveness.ConditionLivenessProtected, Status: corev1.ConditionFalse,
-		Reason: liveness.ReasonNodeServiceSilent, Message: "the probeshim node service on node n1 is silent", LastTransitionTime: metav1.Now()}}
+		Reason: liveness.ReasonNodeServiceSilent, Message: "the probeshim node service on node n1 is silent", LastTransitionTime: metav1.Now()},
+		{Type: decider.ConditionLivenessRestart, Status: corev1.ConditionFalse, Reason: string(decider.ReasonMaxUnavailable),
+			Message: "held of container app: PodDisruptionBudget default/web allows no more disruptions", LastTransitionTime: metav1.Now()}}
 	if _, err := kc.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +71,7 @@ func TestExplain(t *testing.T) {
 		"opted in; probeshim runs the liveness probes of app",
 		"require (node label node-restriction.kubernetes.io/probeshim-served)",
 		"probeshim.io/LivenessProtected:  False (NodeServiceSilent)",
+		"probeshim.io/LivenessRestart:    False (MaxUnavailable)", "PodDisruptionBudget default/web allows no more disruptions",
 		"Restarts of app:", "2, the last at 2026-12-03T10:00:05Z for the failure since 2026-12-03T10:00:00Z",
 		`LivenessRestartHeld  \x1b[31mheld\x1b[0m (NodeServiceSilent)`,
 	} {
