@@ -32,6 +32,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
+	"github.com/probeshim/probeshim/cluster/internal/readiness"
 )
 
 // ControllerName names the decider in logs, events and LabelCreatedBy.
@@ -399,7 +400,7 @@ func (d *decider) view(ctx context.Context, pod *corev1.Pod, nodes *nodeViews, n
 // everything but the requests in flight. err is an unreadable restart record, read as none.
 func podView(pod *corev1.Pod, npp *v1alpha1.NodePodProbe) (Pod, error) {
 	v := Pod{
-		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: podReady(pod),
+		Name: pod.Name, UID: pod.UID, Labels: pod.Labels, Ready: readiness.Pod(pod),
 		OptedOut: pod.Annotations[AnnotationRestartDisabled] == "true",
 	}
 	if npp != nil {
@@ -486,12 +487,8 @@ func (d *decider) nodeNotReady(ctx context.Context, node string, seen map[string
 	if err := d.client.Get(ctx, client.ObjectKey{Name: node}, n); client.IgnoreNotFound(err) != nil {
 		return "", err
 	}
-	why := ""
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-			why = fmt.Sprintf("node %s is not Ready (%s: %s)", node, c.Reason, c.Message)
-		}
-	}
+	n.Name = node // a node not found has no conditions, and is not held
+	why := readiness.NodeNotReady(n)
 	seen[node] = why
 	return why, nil
 }
@@ -1017,13 +1014,4 @@ func (d *decider) namespaceOptedOut(ctx context.Context, ns string) (bool, error
 		return false, client.IgnoreNotFound(err)
 	}
 	return m.Annotations[AnnotationRestartDisabled] == "true", nil
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

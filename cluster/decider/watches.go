@@ -23,6 +23,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
+	"github.com/probeshim/probeshim/cluster/internal/readiness"
 )
 
 // What wakes a workload up: a liveness state of one of its pods changing (NodePodProbe status),
@@ -100,7 +101,7 @@ func nodePodProbeHandler(d *decider) handler.EventHandler {
 func nodeHandler(d *decider) handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			if nodeReady(e.ObjectOld.(*corev1.Node)) == nodeReady(e.ObjectNew.(*corev1.Node)) {
+			if readiness.Node(e.ObjectOld.(*corev1.Node)) == readiness.Node(e.ObjectNew.(*corev1.Node)) {
 				return
 			}
 			var list v1alpha1.NodePodProbeList
@@ -114,15 +115,6 @@ func nodeHandler(d *decider) handler.EventHandler {
 			}
 		},
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func podHandler(d *decider) handler.EventHandler {
@@ -152,7 +144,7 @@ func podChanged(old, cur *corev1.Pod) bool {
 			return true
 		}
 	}
-	return podReady(old) != podReady(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+	return readiness.Pod(old) != readiness.Pod(cur) || (old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
 		old.Status.Phase != cur.Status.Phase || !maps.Equal(old.Labels, cur.Labels) ||
 		(v1alpha1.UsesEnhancedLiveness(cur) && instancesChanged(old, cur))
 }

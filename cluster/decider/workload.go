@@ -20,6 +20,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
+	"github.com/probeshim/probeshim/cluster/internal/readiness"
 )
 
 // ownerIndex indexes pods and ReplicaSets by their controller, as "<Kind>/<name>" (a bare pod
@@ -306,7 +307,7 @@ func (w workloads) pubPods(ctx context.Context, pub *kruiseapi.PodUnavailableBud
 // apart: inflight, which the budget's status may still count as healthy.
 func countHealthy(ctx context.Context, all []*corev1.Pod, recreating recreatingFunc, gone map[string]metav1.Time) (healthy, inflight int, err error) {
 	for _, p := range all {
-		if _, ok := gone[p.Name]; ok || p.DeletionTimestamp != nil || !podReady(p) {
+		if _, ok := gone[p.Name]; ok || p.DeletionTimestamp != nil || !readiness.Pod(p) {
 			continue
 		}
 		r, err := recreating(ctx, p)

@@ -21,6 +21,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/internal/cachewait"
 	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+	"github.com/probeshim/probeshim/cluster/internal/readiness"
 )
 
 // Event reasons on a PodProbeMarker.
@@ -77,7 +78,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	exists := err == nil && npp.DeletionTimestamp == nil
-	if !exists && (!nodeReady(node) || err == nil) {
+	if !exists && (!readiness.Node(node) || err == nil) {
 		return reconcile.Result{}, nil // not Ready yet, or being deleted: its watch brings us back
 	}
 
@@ -248,13 +249,4 @@ func (r *nodeReconciler) ensureOwner(ctx context.Context, npp *v1alpha1.NodePodP
 
 func nodeOwner(node *corev1.Node) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
-}
-
-func nodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/internal/hold"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
+	"github.com/probeshim/probeshim/cluster/internal/readiness"
 )
 
 // Names of the controllers, as they appear in logs and metrics.
@@ -178,7 +179,7 @@ func nodeReadyChanged() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			old, ok1 := e.ObjectOld.(*corev1.Node)
 			cur, ok2 := e.ObjectNew.(*corev1.Node)
-			return !ok1 || !ok2 || nodeReady(old) != nodeReady(cur)
+			return !ok1 || !ok2 || readiness.Node(old) != readiness.Node(cur)
 		},
 	}
 }
