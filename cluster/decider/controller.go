@@ -188,6 +188,8 @@ type decider struct {
 	restarted map[types.UID]createdRequest
 	// pubs: OpenKruise's PodUnavailableBudget is served, and honoured.
 	pubs bool
+	// totals are the liveness counts of every node, for the cluster's and the nodes' breakers.
+	totals clusterCounts
 }
 
 // createdRequest is a request the decider created, and when.
@@ -501,7 +503,7 @@ func (d *decider) unhealthyCluster(ctx context.Context, views []Pod, nodes *node
 	if s == nil || !slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 }) {
 		return "", nil
 	}
-	if err := nodes.count(ctx, d.client); err != nil {
+	if err := nodes.count(ctx, &d.totals, d.client); err != nil {
 		return "", err
 	}
 	if nodes.failing < s.UnhealthyMinFailingPods || !overShare(nodes.failing, nodes.probed, s.UnhealthyShare) {
@@ -511,21 +513,55 @@ func (d *decider) unhealthyCluster(ctx context.Context, views []Pod, nodes *node
 		nodes.failing, nodes.probed, s.UnhealthyShare.String()), nil
 }
 
-// count reads, once, the liveness counts of every node.
-func (n *nodeViews) count(ctx context.Context, c client.Client) error {
+// count reads, once per reconcile, the liveness counts of every node.
+func (n *nodeViews) count(ctx context.Context, totals *clusterCounts, c client.Reader) error {
 	if n.counted {
 		return nil
 	}
-	var list v1alpha1.NodePodProbeList
-	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	var err error
+	if n.failing, n.probed, err = totals.get(ctx, c); err != nil {
 		return err
-	}
-	for i := range list.Items {
-		f, p := livenessCounts(&list.Items[i])
-		n.failing, n.probed = n.failing+f, n.probed+p
 	}
 	n.counted = true
 	return nil
+}
+
+// clusterCounts are the liveness counts of every node, read from the cache once per change of a
+// NodePodProbe (and at least every countsMaxAge): in a mass failure, just when they matter, one
+// NodePodProbe's change sends many workloads to be decided, and each read walks every node's
+// NodePodProbe.
+type clusterCounts struct {
+	mu              sync.Mutex
+	read            time.Time // by the machine's monotonic clock, whatever clock decides
+	failing, probed int
+}
+
+const countsMaxAge = 10 * time.Second
+
+func (t *clusterCounts) get(ctx context.Context, c client.Reader) (failing, probed int, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.read.IsZero() && time.Since(t.read) < countsMaxAge {
+		return t.failing, t.probed, nil
+	}
+	var list v1alpha1.NodePodProbeList
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, 0, err
+	}
+	t.failing, t.probed = 0, 0
+	for i := range list.Items {
+		f, p := livenessCounts(&list.Items[i])
+		t.failing, t.probed = t.failing+f, t.probed+p
+	}
+	t.read = time.Now()
+	return t.failing, t.probed, nil
+}
+
+// changed forgets the counts: a NodePodProbe changed.
+func (t *clusterCounts) changed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.read = time.Time{}
 }
 
 // nodeSuspect says why node's circuit breaker is open (CircuitBreaker.Node), or "": more than
@@ -543,10 +579,11 @@ func (d *decider) nodeSuspect(ctx context.Context, node string, npp *v1alpha1.No
 	failing, probed := livenessCounts(npp)
 	why := ""
 	if failing >= s.NodeMinFailingPods && overShare(failing, probed, s.NodeFailingShare) {
-		if err := nodes.count(ctx, d.client); err != nil {
+		if err := nodes.count(ctx, &d.totals, d.client); err != nil {
 			return "", err
 		}
-		elsewhereFailing, elsewhere := nodes.failing-failing, nodes.probed-probed
+		// The totals may be a second older than npp: never below none.
+		elsewhereFailing, elsewhere := max(nodes.failing-failing, 0), max(nodes.probed-probed, 0)
 		// Only against other nodes' results: alone, a node cannot be told from its workloads.
 		if elsewhere > 0 && !overShare(elsewhereFailing, elsewhere, s.NodeFailingShare) {
 			why = fmt.Sprintf("%d of the %d pods with liveness results on node %s fail at once (%d of %d on the other nodes)",

@@ -86,13 +86,17 @@ func nodePodProbeHandler(d *decider) handler.EventHandler {
 			}
 		}
 	}
+	// The counts are forgotten before any workload is queued, so its reconcile counts anew.
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) {
+			d.totals.changed()
 			enqueueChanged(ctx, q, nil, livenessStates(e.Object.(*v1alpha1.NodePodProbe)))
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
+			d.totals.changed()
 			enqueueChanged(ctx, q, livenessStates(e.ObjectOld.(*v1alpha1.NodePodProbe)), livenessStates(e.ObjectNew.(*v1alpha1.NodePodProbe)))
 		},
+		DeleteFunc: func(context.Context, event.DeleteEvent, queue) { d.totals.changed() },
 	}
 }
 
