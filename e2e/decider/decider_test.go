@@ -217,14 +217,24 @@ func (s *suite) testBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := false
+	unhealthy := map[string]bool{}
 	for _, e := range evs.Items {
 		if e.Reason == decider.EventReasonHeld && strings.Contains(e.Message, "(MaxUnavailable)") &&
 			strings.Contains(e.Message, "PodDisruptionBudget "+ns+"/web") {
 			budget = true
 		}
+		// The node service tells a failing enhanced liveness probe as the kubelet would.
+		if e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, "Liveness probe failed: ") && e.InvolvedObject.FieldPath == "spec.containers{app}" {
+			unhealthy[e.InvolvedObject.Name] = true
+		}
 	}
 	if !budget {
 		t.Errorf("no %s event names the budget (MaxUnavailable, PodDisruptionBudget %s/web); events:\n%s", decider.EventReasonHeld, ns, framework.FormatEvents(evs.Items))
+	}
+	for _, p := range failing {
+		if !unhealthy[p.Name] {
+			t.Errorf("no Unhealthy event \"Liveness probe failed: ...\" on %s's container app; events:\n%s", p.Name, framework.FormatEvents(evs.Items))
+		}
 	}
 }
 

@@ -158,10 +158,9 @@ func TestNodeService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeSucceeded, "exec-ok", 30*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		// Three more periods of a steady result: no repeat.
+		s.waitState(t, "exec-ok", v1alpha1.ProbeSucceeded, 15*time.Second)
+		// Three more periods of a steady result: no repeat; and a first success is no event (the
+		// status and the pod condition say it, as the kubelet writes none for successes).
 		poll.Consistently(t, 3*time.Second, func() error {
 			evs, err := c.Events(framework.Context(t, time.Minute), ns, pod.Name)
 			if err != nil {
@@ -170,6 +169,9 @@ func TestNodeService(t *testing.T) {
 			for _, e := range evs {
 				if e.Reason == ev.Reason && strings.Contains(e.Message, "exec-fail") && e.Count > 1 {
 					return fmt.Errorf("event %s for a steady result recorded %d times, want once", e.Reason, e.Count)
+				}
+				if e.Reason == v1alpha1.EventReasonProbeSucceeded && strings.Contains(e.Message, "exec-ok") {
+					return fmt.Errorf("event %s for exec-ok's first success: %s", e.Reason, e.Message)
 				}
 			}
 			return nil
@@ -194,6 +196,10 @@ func TestNodeService(t *testing.T) {
 		s.waitState(t, "exec-fail", v1alpha1.ProbeSucceeded, 15*time.Second)
 		if m := s.states(t)["exec-fail"].Message; !strings.Contains(m, "idle") || strings.Contains(m, "not idle") {
 			t.Errorf("message after the change = %q", m)
+		}
+		// A recovery is told.
+		if _, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeSucceeded, "exec-fail", 30*time.Second); err != nil {
+			t.Error(err)
 		}
 	})
 

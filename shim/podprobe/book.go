@@ -29,10 +29,10 @@ type podEntry struct {
 
 // transition is a probe's state change that earns an event on the pod.
 type transition struct {
-	pod     podMeta
-	probe   string
-	state   v1alpha1.ProbeState
-	message string
+	pod         podMeta
+	probe       string
+	prev, state v1alpha1.ProbeState // prev is "" for a probe's first result
+	message     string
 }
 
 func newBook() *book { return &book{pods: map[string]*podEntry{}} }
@@ -118,7 +118,7 @@ func (b *book) apply(pod podMeta, u prober.Update) (changed, messageOnly bool, t
 	}
 	prev, changed := b.set(pod, u.Key.Probe, state, u.Message, u.Time)
 	if changed && prev != state && state != v1alpha1.ProbeUnknown {
-		t = &transition{pod: pod, probe: u.Key.Probe, state: state, message: u.Message}
+		t = &transition{pod: pod, probe: u.Key.Probe, prev: prev, state: state, message: u.Message}
 	}
 	return changed, changed && known && prev == state, t
 }

@@ -231,7 +231,16 @@ func (c *Controller) apply(u prober.Update) {
 // allows 30 of a minute.
 const logMessageBytes = 160
 
+// EventReasonUnhealthy is the kubelet's reason for a failing probe, used for enhanced liveness.
+const EventReasonUnhealthy = "Unhealthy"
+
+// event logs a state change and tells it in an Event where a person acts on it. Enhanced liveness
+// speaks the kubelet's language: Unhealthy "Liveness probe failed: ...", and nothing when it
+// succeeds. A marker probe's change is told with OpenKruise's reasons, but not its first success
+// (nor a success after Unknown): the status and the pod condition say it, and a node service
+// starting with 100 pods would otherwise write hundreds of Events.
 func (c *Controller) event(t *transition) {
+	container, liveness := v1alpha1.ParseLivenessProbeName(t.probe)
 	msg := strings.TrimSpace(t.message)
 	fields := logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name, "probe": t.probe, "state": t.state}
 	if msg != "" {
@@ -244,12 +253,21 @@ func (c *Controller) event(t *transition) {
 	}
 	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: t.pod.namespace,
 		Name: t.pod.name, UID: types.UID(t.pod.uid)}
-	reason, typ := v1alpha1.EventReasonProbeSucceeded, corev1.EventTypeNormal
-	if t.state == v1alpha1.ProbeFailed {
-		reason, typ = v1alpha1.EventReasonProbeFailed, corev1.EventTypeWarning
+	var typ, reason, text string
+	switch {
+	case liveness && t.state == v1alpha1.ProbeSucceeded:
+		return
+	case liveness:
+		ref.FieldPath = "spec.containers{" + container + "}"
+		typ, reason, text = corev1.EventTypeWarning, EventReasonUnhealthy, "Liveness probe failed: "+msg
+	case t.state == v1alpha1.ProbeSucceeded && (t.prev == "" || t.prev == v1alpha1.ProbeUnknown):
+		return
+	case t.state == v1alpha1.ProbeSucceeded:
+		typ, reason, text = corev1.EventTypeNormal, v1alpha1.EventReasonProbeSucceeded, fmt.Sprintf("probe %s: %s", t.probe, t.state)
+	default:
+		typ, reason, text = corev1.EventTypeWarning, v1alpha1.EventReasonProbeFailed, fmt.Sprintf("probe %s: %s", t.probe, t.state)
 	}
-	text := fmt.Sprintf("probe %s: %s", t.probe, t.state)
-	if msg != "" {
+	if msg != "" && !liveness {
 		text += ": " + msg
 	}
 	c.cfg.Events.Event(ref, typ, reason, validation.TruncateMessage(text, validation.MaxProbeMessageBytes))
