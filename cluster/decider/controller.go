@@ -116,6 +116,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		reported:  map[Workload]map[types.UID]string{},
 		seen:      map[Workload]map[seenKey]sighting{},
 		breakers:  map[Workload]bool{},
+		heldBy:    map[Workload]map[Reason]int{},
 		restarted: map[types.UID]createdRequest{},
 	}
 	cfg.onChange = func(ctx context.Context) { d.resync.all(d.failingWorkloads(ctx)) }
@@ -179,6 +180,8 @@ type decider struct {
 	// seen is when the decider first saw each current failure of a workload's pods.
 	seen     map[Workload]map[seenKey]sighting
 	breakers map[Workload]bool
+	// heldBy counts each workload's pods held now, by reason (probeshim_decider_held_pods).
+	heldBy map[Workload]map[Reason]int
 
 	// budgetMu is held by a reconcile with failures to decide, from counting its disruption
 	// budgets through creating its requests.
@@ -965,7 +968,29 @@ func (d *decider) report(ctx context.Context, wl Workload, pods map[types.UID]*c
 	} else {
 		d.reported[wl] = next
 	}
+	held := map[Reason]int{}
+	for i := range decisions {
+		if dec := &decisions[i]; dec.Outcome == Held && !Quiet(dec.Reason) && dec.Reason != ReasonObserving {
+			held[dec.Reason]++
+		}
+	}
+	d.setHeld(wl, held)
 	return told
+}
+
+// setHeld replaces the workload's part of probeshim_decider_held_pods (under mu).
+func (d *decider) setHeld(wl Workload, held map[Reason]int) {
+	for r, n := range d.heldBy[wl] {
+		d.metrics.held.WithLabelValues(string(r)).Sub(float64(n))
+	}
+	for r, n := range held {
+		d.metrics.held.WithLabelValues(string(r)).Add(float64(n))
+	}
+	if len(held) == 0 {
+		delete(d.heldBy, wl)
+	} else {
+		d.heldBy[wl] = held
+	}
 }
 
 // ConditionLivenessRestart is the pod condition that holds the decider's last decision about the
@@ -1039,6 +1064,7 @@ func (d *decider) forget(wl Workload) {
 	defer d.mu.Unlock()
 	delete(d.reported, wl)
 	delete(d.seen, wl)
+	d.setHeld(wl, nil)
 	if d.breakers[wl] {
 		delete(d.breakers, wl)
 		d.metrics.breakersOpen.Set(float64(len(d.breakers)))

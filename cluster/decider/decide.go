@@ -215,6 +215,12 @@ const (
 	ReasonNodeSuspected Reason = "NodeSuspected"
 )
 
+// heldReasons are the reasons a restart is held for that are told (events, metrics): every
+// Reason but the liveness failure itself and the quiet ones.
+var heldReasons = []Reason{ReasonConfigInvalid, ReasonDisabled, ReasonNamespaceOptedOut, ReasonPodOptedOut,
+	ReasonBlacklisted, ReasonCircuitBreakerOpen, ReasonRecreateInProgress, ReasonBackoff, ReasonMaxUnavailable,
+	ReasonMultipleBudgets, ReasonRateLimited, ReasonNodeServiceSilent, ReasonNodeNotReady, ReasonNodeSuspected}
+
 // Quiet reports whether a decision with reason r is only logged: it holds nothing back that a
 // person would want to hear of on the pod.
 func Quiet(r Reason) bool {

@@ -13,6 +13,7 @@ type metrics struct {
 	configValid  prometheus.Gauge
 	reaction     prometheus.Histogram
 	tokens       prometheus.GaugeFunc
+	held         *prometheus.GaugeVec
 }
 
 // newMetrics builds the decider's metrics; tokens reports what is left of the rate limit.
@@ -35,12 +36,23 @@ func newMetrics(tokens func() float64) *metrics {
 			Help:    "From a liveness state turning Failed (its lastTransitionTime) to the ContainerRecreateRequest's creation, for restarts decided without a hold.",
 			Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 300},
 		}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "probeshim_decider_held_pods",
+			Help: "Pods whose latest liveness restart decision is a hold, by reason: a failing container that is not being restarted.",
+		}, []string{"reason"}),
 		tokens: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "probeshim_decider_rate_limit_tokens",
 			Help: "Tokens left in the cluster-wide rate limit on new ContainerRecreateRequests.",
 		}, tokens),
 	}
 	m.configValid.Set(1)
+	// Every series at zero from the start, so that a rate or an alert sees the first one.
+	for _, r := range heldReasons {
+		m.decisions.WithLabelValues(string(Held), string(r))
+		m.held.WithLabelValues(string(r))
+	}
+	m.decisions.WithLabelValues(string(Restart), string(ReasonLivenessFailed))
+	m.decisions.WithLabelValues(string(DryRun), string(ReasonLivenessFailed))
 	return m
 }
 
@@ -49,7 +61,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{m.decisions, m.breakersOpen, m.configValid, m.reaction, m.tokens} {
+	for _, c := range []prometheus.Collector{m.decisions, m.breakersOpen, m.configValid, m.reaction, m.tokens, m.held} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -48,8 +48,29 @@ func TestMetricsPerInstance(t *testing.T) {
 		names = append(names, mf.GetName())
 	}
 	want := []string{"probeshim_decider_circuit_breakers_open", "probeshim_decider_config_valid",
-		"probeshim_decider_decisions_total", "probeshim_decider_rate_limit_tokens", "probeshim_decider_reaction_seconds"}
+		"probeshim_decider_decisions_total", "probeshim_decider_held_pods", "probeshim_decider_rate_limit_tokens", "probeshim_decider_reaction_seconds"}
 	if !slices.Equal(names, want) {
 		t.Errorf("served %v, want %v", names, want)
+	}
+	// Every held reason's series exists before its first hold, at zero.
+	if n := testutil.CollectAndCount(a.held); n != len(heldReasons) {
+		t.Errorf("%d held_pods series, want one per reason (%d)", n, len(heldReasons))
+	}
+}
+
+// probeshim_decider_held_pods is the sum of every workload's current holds: a workload's new count
+// replaces its old one, and a forgotten workload takes its part away.
+func TestHeldPods(t *testing.T) {
+	d := &decider{metrics: newMetrics(func() float64 { return 0 }), heldBy: map[Workload]map[Reason]int{}}
+	web, db := Workload{Kind: "Deployment", Namespace: "a", Name: "web"}, Workload{Kind: "StatefulSet", Namespace: "b", Name: "db"}
+	d.setHeld(web, map[Reason]int{ReasonMaxUnavailable: 2})
+	d.setHeld(db, map[Reason]int{ReasonMaxUnavailable: 1, ReasonNodeNotReady: 1})
+	d.setHeld(web, map[Reason]int{ReasonMaxUnavailable: 1})
+	if v := testutil.ToFloat64(d.metrics.held.WithLabelValues(string(ReasonMaxUnavailable))); v != 2 {
+		t.Errorf("MaxUnavailable %v, want 2 (web's 1 and db's 1)", v)
+	}
+	d.setHeld(db, nil)
+	if v := testutil.ToFloat64(d.metrics.held.WithLabelValues(string(ReasonNodeNotReady))); v != 0 {
+		t.Errorf("NodeNotReady %v after db's holds ended, want 0", v)
 	}
 }

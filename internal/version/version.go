@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // CommitFlag is the -X flag that sets the commit: -ldflags "-X <CommitFlag>=<commit>".
@@ -52,4 +54,18 @@ func commitOf(settings []debug.BuildSetting) string {
 		rev += "+dirty"
 	}
 	return rev
+}
+
+// BuildInfo is the gauge probeshim_build_info, always 1, whose labels say what runs (as
+// node_exporter's and Prometheus' own build_info): join it to any series by instance to see which
+// version reported it.
+func BuildInfo(version string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "probeshim_build_info",
+		Help: "Always 1; its labels are the version, commit and Go version of the running binary.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": Commit(), "goversion": runtime.Version(),
+			"goos": runtime.GOOS, "goarch": runtime.GOARCH},
+	})
+	g.Set(1)
+	return g
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 
+	buildversion "github.com/probeshim/probeshim/internal/version"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/events"
@@ -54,10 +55,10 @@ const (
 	readyGrace = 5 * time.Second
 )
 
-// Run runs the node service until ctx is done. It returns an error only for
+// Run runs the node service (of the given version) until ctx is done. It returns an error only for
 // what a restart cannot fix (a port already taken); a missing kubeconfig or
 // runtime is waited for, with the reason in the systemd status line.
-func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
+func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger, version string) error {
 	log := logger.WithField("node", cfg.NodeName)
 	rt, err := runtime.New(runtime.WithContainerdSocket(cfg.ContainerdSocket), runtime.WithCRISocket(cfg.CRISocket),
 		runtime.WithLogger(log))
@@ -67,7 +68,8 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger) error {
 	changes := &containerChanges{}
 	tracker := runtime.NewTracker(rt, changes.notify)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildversion.BuildInfo(version))
 	s, err := newService(cfg, log, outside{
 		runtime:  rt,
 		tracker:  tracker,

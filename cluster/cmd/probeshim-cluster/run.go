@@ -37,6 +37,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/leaserelay"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
+	buildversion "github.com/probeshim/probeshim/internal/version"
 )
 
 // run builds the manager from o and runs it until ctx ends.
@@ -106,6 +107,13 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	if err := ctrlmetrics.Registry.Register(buildversion.BuildInfo(version)); err != nil {
+		return err
+	}
+	if err := ctrlmetrics.Registry.Register(certs.NewExpiryCollector(o.certDir)); err != nil {
+		return err
 	}
 
 	// Secrets and webhook configurations are read through the uncached reader: a cached read

@@ -92,7 +92,7 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return service.Run(ctx, cfg, logger)
+	return service.Run(ctx, cfg, logger, version)
 }
 
 func status(args []string) error {
