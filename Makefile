@@ -56,7 +56,8 @@ build:
 ## UNIT_FLAGS=-count=1 runs everything again.
 UNIT_FLAGS ?=
 unit: deps-unit verify-generated vet lint
-	@export PROBESHIM_UNIT_ONLY=1; $(GOTEST) $(UNIT_FLAGS) $(UNIT_PKGS) $(REPORT) -stage unit -allow-reason PROBESHIM_UNIT_ONLY
+	@export PROBESHIM_UNIT_ONLY=1; export PROBESHIM_PROMTOOL=$$(hack/promtool.sh) || exit 1; \
+		$(GOTEST) $(UNIT_FLAGS) $(UNIT_PKGS) $(REPORT) -stage unit -allow-reason PROBESHIM_UNIT_ONLY
 
 ## integration: the tests against a real kube-apiserver and etcd (envtest; no root), every test of
 ## those packages; on Kubernetes 1.37, or KUBE=1.35 (row 2's: make test leaves it to the row's suites).

@@ -73,6 +73,10 @@ func valueSets() map[string]map[string]any {
 			"nodeIdentity": map[string]any{"kubelet": false},
 			"metrics":      map[string]any{"service": map[string]any{"enabled": true}},
 		},
+		"monitoring, no uninstall guard": {
+			"monitoring":     map[string]any{"enabled": true, "prometheusServiceAccount": map[string]any{"name": "prometheus", "namespace": "monitoring"}},
+			"uninstallGuard": map[string]any{"enabled": false},
+		},
 		"no relay, own kruise settings, exec markers role, no CRDs": {
 			"heartbeatRelay":  map[string]any{"enabled": false},
 			"webhook":         map[string]any{"servicePort": 8443},
