@@ -16,8 +16,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -87,6 +90,7 @@ func TestDecider(t *testing.T) {
 		t.Run("one pod fails", s.testOnePod)
 		t.Run("probe misconfigured for all pods", s.testBreaker)
 		t.Run("disruption budget", s.testBudget)
+		t.Run("two disruption budgets over one pod", s.testTwoBudgets)
 		t.Run("opt-outs", s.testOptOuts)
 		t.Run("keeps failing", s.testBackoff)
 		t.Run("startup hold", s.testStartupHold)
@@ -235,6 +239,49 @@ func (s *suite) testBudget(t *testing.T) {
 		if !unhealthy[p.Name] {
 			t.Errorf("no Unhealthy event \"Liveness probe failed: ...\" on %s's container app; events:\n%s", p.Name, framework.FormatEvents(evs.Items))
 		}
+	}
+}
+
+// Two PodDisruptionBudgets select one failing pod, each counted by the real disruption
+// controller and allowing a disruption: the decider holds the restart as the eviction API
+// refuses such a pod (MultipleBudgets), says so on the pod, and creates no request.
+func (s *suite) testTwoBudgets(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pods := s.deployment(t, appPod(ns, "shop", true, livenessProbe(failMarker)), 4)
+	s.createPDB(t, ns, "shop", 1)
+	second := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-too"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}},
+	}
+	if err := s.c.Client.Create(framework.Context(t, time.Minute), second); err != nil {
+		t.Fatal(err)
+	}
+	s.fail(t, pods[0], failMarker)
+	ev, err := s.c.WaitForEvent(framework.Context(t, 2*time.Minute), ns, pods[0].Name, decider.EventReasonHeld, "("+string(decider.ReasonMultipleBudgets)+")", waitRestart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ev.Message, ns+"/shop, "+ns+"/shop-too") {
+		t.Errorf("the hold does not name both budgets: %q", ev.Message)
+	}
+	p, err := s.c.WaitForPod(framework.Context(t, time.Minute), ns, pods[0].Name, 30*time.Second, "condition "+string(decider.ConditionLivenessRestart)+" MultipleBudgets",
+		func(p *corev1.Pod) bool {
+			for _, c := range p.Status.Conditions {
+				if c.Type == decider.ConditionLivenessRestart {
+					return c.Status == corev1.ConditionFalse && c.Reason == string(decider.ReasonMultipleBudgets)
+				}
+			}
+			return false
+		})
+	if err != nil {
+		t.Error(err)
+	} else if n := restarts(p); n != 0 {
+		t.Errorf("%s restarted %d times under two budgets", p.Name, n)
+	}
+	if got := s.crrs.created(ns, pods[0].Name); len(got) != 0 {
+		t.Errorf("%d requests for %s under two budgets", len(got), pods[0].Name)
 	}
 }
 

@@ -34,6 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
+	"github.com/probeshim/probeshim/cluster/controller/liveness"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
@@ -219,6 +221,10 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 	if _, err := s.c.WaitForEvent(framework.Context(t, 2*time.Minute), ns, liveB.Name, decider.EventReasonHeld, "("+reasonSilent+")", waitRestart); err != nil {
 		t.Errorf("%v\n%s", err, s.explain(liveB))
 	}
+	var pinned *corev1.Pod
+	if mode == "SIGKILL" {
+		pinned = s.checkUnprotected(t, ns, liveB, silentSince)
+	}
 	s.setIdle(t, gsA, false)
 	s.waitIdle(t, gsA, corev1.ConditionFalse)
 	s.exec(t, liveA, appContainer, "touch", failFile)
@@ -230,6 +236,9 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 
 	// Back: B's results flow again, no container restarted on B.
 	restore()
+	if pinned != nil {
+		s.checkProtectedAgain(t, liveB, pinned)
+	}
 	s.waitIdle(t, gsB, corev1.ConditionTrue)
 	s.setIdle(t, gsB, false)
 	s.waitIdle(t, gsB, corev1.ConditionFalse)
@@ -237,6 +246,57 @@ func (s *suite) testExpiry(t *testing.T, mode string) {
 		if n := restarts(s.pod(t, p), p.Spec.Containers[0].Name); n != 0 {
 			t.Errorf("pod %s on the silent node restarted %d times, want 0", p.Name, n)
 		}
+	}
+}
+
+// checkUnprotected: while B's service is silent its opted-in pod says it is not protected
+// (condition probeshim.io/LivenessProtected False, NodeServiceSilent) within the lease grace,
+// and a new opted-in pod that only B could take stays Pending with a NoServedNode event. It
+// returns that pod.
+func (s *suite) checkUnprotected(t *testing.T, ns string, liveB *corev1.Pod, silentSince time.Time) *corev1.Pod {
+	t.Helper()
+	ctx := framework.Context(t, 3*time.Minute)
+	_, err := s.c.WaitForPod(ctx, ns, liveB.Name, testGrace+renewPeriod+waitMarks, "LivenessProtected False (NodeServiceSilent)", func(p *corev1.Pod) bool {
+		c := condition(p, string(liveness.ConditionLivenessProtected))
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == liveness.ReasonNodeServiceSilent
+	})
+	if err != nil {
+		t.Errorf("%v\n%s", err, s.explain(liveB))
+	} else {
+		t.Logf("%s marked unprotected %s after the service went silent (grace %s)", liveB.Name, time.Since(silentSince).Round(time.Second), testGrace)
+	}
+	ctr := framework.Shell(appContainer, appScript)
+	ctr.LivenessProbe = livenessProbe([]string{"test", "!", "-e", failFile})
+	pinned := framework.NewPod(ns, "live-pinned-b", ctr)
+	pinned.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
+	pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{s.b.Name()}}}}}}}}
+	pinned = s.c.CreatePod(t, pinned)
+	if _, err := s.c.WaitForEvent(ctx, ns, pinned.Name, heartbeat.EventReasonNoServedNode, "", waitMarks); err != nil {
+		t.Errorf("a pod only the silent node could take: %v", err)
+	}
+	if p := s.pod(t, pinned); p.Spec.NodeName != "" {
+		t.Errorf("%s was scheduled onto %s, whose node service is silent", p.Name, p.Spec.NodeName)
+	}
+	return pinned
+}
+
+// checkProtectedAgain: once B's service is back, its pod is protected again and the pending pod
+// is scheduled there and runs.
+func (s *suite) checkProtectedAgain(t *testing.T, liveB, pinned *corev1.Pod) {
+	t.Helper()
+	ctx := framework.Context(t, 3*time.Minute)
+	if _, err := s.c.WaitForPod(ctx, liveB.Namespace, liveB.Name, waitMarks, "LivenessProtected True", func(p *corev1.Pod) bool {
+		c := condition(p, string(liveness.ConditionLivenessProtected))
+		return c != nil && c.Status == corev1.ConditionTrue
+	}); err != nil {
+		t.Errorf("%v\n%s", err, s.explain(liveB))
+	}
+	if _, err := s.c.WaitForPod(ctx, pinned.Namespace, pinned.Name, waitPodReady, "scheduled on "+s.b.Name()+" and ready", func(p *corev1.Pod) bool {
+		return p.Spec.NodeName == s.b.Name() && p.Status.Phase == corev1.PodRunning
+	}); err != nil {
+		t.Errorf("the pending pod once its node is served again: %v\n%s", err, s.explain(pinned))
 	}
 }
 
