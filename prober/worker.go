@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -196,14 +197,24 @@ func (w *worker) doProbe(ctx context.Context) {
 }
 
 // probeError discards a run that ended in an error, as the kubelet does: the
-// published result stands. The first of a streak on a container that still
-// runs is a warning (within the manager's budget), for a probe that never
-// completes (an exec the runtime cannot start, say) would otherwise stay
-// Unknown without a word; errors of a container that stopped meanwhile are its
-// end, not news.
+// published result stands, and the error counts toward no threshold. But it is
+// never silent: while nothing else is known of the probe (Unknown), the state
+// says why it does not run (a command that does not exist would otherwise stay
+// Unknown without a word), and the first of a streak on a container that
+// still runs is a warning (within the manager's budget). Errors of a container
+// that stopped meanwhile are its end, not news.
 func (w *worker) probeError(containerID string, err error) {
 	now, ok := w.m.containers.Container(w.key.PodUID, w.key.Container)
-	if w.erroring || !ok || now.ID != containerID || !now.Running || !w.m.errorLogs.AllowN(w.m.clock.Now(), 1) {
+	if !ok || now.ID != containerID || !now.Running {
+		if w.m.debug() {
+			w.logger().Debug("probe error of a container that stopped, result discarded", "error", err)
+		}
+		return
+	}
+	if !w.published || w.pubResult == Unknown {
+		w.publish(Unknown, ErrorMessage(err))
+	}
+	if w.erroring || !w.m.errorLogs.AllowN(w.m.clock.Now(), 1) {
 		if w.m.debug() {
 			w.logger().Debug("probe error, result discarded", "error", err)
 		}
@@ -211,6 +222,19 @@ func (w *worker) probeError(containerID string, err error) {
 	}
 	w.erroring = true
 	w.logger().Warn("probe error: the result is discarded until a run completes", "error", err)
+}
+
+// ErrorMessage says why a probe could not run, its kind first: what a person
+// reads in the probe's state instead of a bare Unknown.
+func ErrorMessage(err error) string {
+	msg := err.Error()
+	switch lower := strings.ToLower(msg); {
+	case strings.Contains(lower, "executable file not found") || strings.Contains(lower, "no such file or directory"):
+		return "probe error: command not found: " + msg
+	case strings.Contains(lower, "permission denied"):
+		return "probe error: permission denied: " + msg
+	}
+	return "probe error: " + msg
 }
 
 // notRunning publishes Unknown for a container that has stopped. An exit is

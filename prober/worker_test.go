@@ -5,6 +5,7 @@ package prober
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -262,6 +263,26 @@ func TestProbeErrorDiscarded(t *testing.T) {
 	if got := counterValue(t, h.reg, "failed"); got != 3 {
 		t.Fatalf("failed count %v, want 3 (errors not counted)", got)
 	}
+}
+
+// SEMANTICS: a probe error is never silent: while nothing else is known, the state says why the
+// probe does not run (a command that does not exist never yields a result), instead of a bare
+// Unknown; a result, once there is one, replaces it.
+func TestProbeErrorSaysWhyWhileUnknown(t *testing.T) {
+	h := newHarness(t)
+	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
+	h.running("c1")
+	k := key("p")
+	notFound := execOutcome{err: errors.New(`failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)}
+	h.exec.push(notFound)
+	h.probe(k)
+	h.expectMessage(k, Unknown, `probe error: command not found: failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)
+	h.exec.push(execOutcome{err: errors.New("open /proc/self/fd/3: permission denied")})
+	h.probe(k)
+	h.expectMessage(k, Unknown, "probe error: permission denied: open /proc/self/fd/3: permission denied")
+	h.exec.push(ok)
+	h.probe(k)
+	h.expect(k, Success)
 }
 
 // SEMANTICS: spec changes (timeout, handler, thresholds) apply without a restart.

@@ -79,6 +79,7 @@ func initialProbes() []v1alpha1.ContainerProbe {
 		probe("exec-big-output", "box", exec("sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; exit 2")),
 		probe("exec-toggle", "box", exec("test", "-f", "/tmp/healthy")),
 		probe("exec-restart", "box", exec("true"), func(p *corev1.Probe) { p.InitialDelaySeconds = 4 }),
+		probe("exec-missing", "box", exec("no-such-command")),
 		probe("http-local", "web", loopback(httpGet(8080, "/"))),
 		probe("http-pod-ip", "web", httpGet(8080, "/")),
 		probe("http-500", "web500", loopback(httpGet(8082, "/"))),
@@ -117,6 +118,7 @@ func TestNodeService(t *testing.T) {
 			"exec-big-output":       v1alpha1.ProbeFailed,
 			"exec-toggle":           v1alpha1.ProbeSucceeded,
 			"exec-restart":          v1alpha1.ProbeSucceeded,
+			"exec-missing":          v1alpha1.ProbeUnknown, // a probe error: no result, but a reason
 			"http-local":            v1alpha1.ProbeSucceeded, // host 127.0.0.1: the pod's own loopback, where the server is bound
 			"http-pod-ip":           v1alpha1.ProbeFailed,    // no host: the pod IP, as the kubelet; loopback is not tried first
 			"tcp-pod-ip":            v1alpha1.ProbeFailed,
@@ -136,6 +138,9 @@ func TestNodeService(t *testing.T) {
 		}
 		if m := st["exec-big-output"].Message; len(m) > 1024 || !strings.HasPrefix(m, "xxxx") {
 			t.Errorf("exec-big-output message is %d bytes (%.20q...), want the output capped at 1024", len(m), m)
+		}
+		if m := st["exec-missing"].Message; !strings.Contains(m, "command not found") || !strings.Contains(m, "no-such-command") {
+			t.Errorf("exec-missing message = %q, want it to say the command was not found", m)
 		}
 		if m := st["http-500"].Message; m != "HTTP probe failed with statuscode: 500" {
 			t.Errorf("http-500 message = %q", m)
