@@ -139,8 +139,19 @@ func TestNodeService(t *testing.T) {
 		if m := st["exec-big-output"].Message; len(m) > 1024 || !strings.HasPrefix(m, "xxxx") {
 			t.Errorf("exec-big-output message is %d bytes (%.20q...), want the output capped at 1024", len(m), m)
 		}
-		if m := st["exec-missing"].Message; !strings.Contains(m, "command not found") || !strings.Contains(m, "no-such-command") {
-			t.Errorf("exec-missing message = %q, want it to say the command was not found", m)
+		// Unknown from the start: wait for the reason, not the state.
+		err := framework.WaitFor(framework.Context(t, time.Minute), 30*time.Second, "exec-missing says why it does not run",
+			func(ctx context.Context) (bool, string, error) {
+				st, err := s.readStates(ctx)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				m := st["exec-missing"]
+				return m.State == v1alpha1.ProbeUnknown && strings.Contains(m.Message, "command not found") &&
+					strings.Contains(m.Message, "no-such-command"), fmt.Sprintf("%s %q", m.State, m.Message), nil
+			})
+		if err != nil {
+			t.Error(err)
 		}
 		if m := st["http-500"].Message; m != "HTTP probe failed with statuscode: 500" {
 			t.Errorf("http-500 message = %q", m)
