@@ -146,10 +146,12 @@ func (d *Detector) Look(ctx context.Context) Observation {
 		}
 	}
 	if d.Writer != nil {
-		cm, err := d.publish(ctx, obs, conflicts)
-		if err != nil {
+		// Every replica looks; the one whose write changed the ConfigMap tells the change, so a
+		// change is one Event, not one per replica.
+		cm, wrote, err := d.publish(ctx, obs, conflicts)
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			log.Error(err, "writing the OpenKruise status", "configmap", d.Namespace+"/"+StatusConfigMap)
-		} else if changed && d.Recorder != nil {
+		} else if changed && wrote && d.Recorder != nil {
 			for _, c := range conflicts {
 				d.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonConflict, "HoldOff",
 					"%s conflicts with probeshim's %s (%s): %s; probeshim holds %s off", c.Kruise, c.Probeshim, c.Work, c.Why, c.Work)
@@ -166,17 +168,19 @@ func (d *Detector) Look(ctx context.Context) Observation {
 	return obs
 }
 
-func (d *Detector) publish(ctx context.Context, obs Observation, conflicts []Conflict) (*corev1.ConfigMap, error) {
+// publish writes the status ConfigMap when it says something else, and reports whether it wrote:
+// another replica that wrote the same first makes this one's write a no-op, or a conflict.
+func (d *Detector) publish(ctx context.Context, obs Observation, conflicts []Conflict) (*corev1.ConfigMap, bool, error) {
 	o, err := json.MarshalIndent(obs, "", "  ")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if conflicts == nil {
 		conflicts = []Conflict{}
 	}
 	c, err := json.MarshalIndent(conflicts, "", "  ")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	data := map[string]string{
 		"observation": string(o),
@@ -187,15 +191,17 @@ func (d *Detector) publish(ctx context.Context, obs Observation, conflicts []Con
 	err = d.Reader.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: StatusConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: StatusConfigMap}, Data: data}
-		return cm, d.Writer.Create(ctx, cm)
+		err := d.Writer.Create(ctx, cm)
+		return cm, err == nil, err
 	} else if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if maps.Equal(cm.Data, data) {
-		return cm, nil
+		return cm, false, nil
 	}
 	cm.Data = data
-	return cm, d.Writer.Update(ctx, cm)
+	err = d.Writer.Update(ctx, cm)
+	return cm, err == nil, err
 }
 
 func holdsLine(obs Observation) string {

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -281,7 +282,8 @@ func TestHandover(t *testing.T) {
 
 	// Detection: every Kruise part that acts on probes and requests is reported and holds.
 	reg := prometheus.NewRegistry()
-	det := &kruise.Detector{Reader: c, Writer: c, Namespace: probeshimNS, Period: time.Hour}
+	told := events.NewFakeRecorder(100)
+	det := &kruise.Detector{Reader: c, Writer: c, Recorder: told, Namespace: probeshimNS, Period: time.Hour}
 	if err := det.NewGauge(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -316,6 +318,13 @@ func TestHandover(t *testing.T) {
 	}
 	if !strings.Contains(status.Data["conflicts"], "kruise-daemon prober") || !strings.Contains(status.Data["holds"], "probes: held") {
 		t.Errorf("status ConfigMap does not say what conflicts: %v", status.Data)
+	}
+	// A second replica sees the same: the change is told once, by the replica that wrote it.
+	told2 := events.NewFakeRecorder(100)
+	det2 := &kruise.Detector{Reader: c, Writer: c, Recorder: told2, Namespace: probeshimNS, Period: time.Hour}
+	det2.Look(ctx)
+	if n, n2 := len(told.Events), len(told2.Events); n != len(want) || n2 != 0 {
+		t.Errorf("conflict events: %d from the replica that wrote the status, %d from the other; want %d and 0", n, n2, len(want))
 	}
 
 	// The handover is refused while Kruise's gates are on, and changes nothing.
