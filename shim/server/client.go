@@ -71,6 +71,9 @@ func getSocket(ctx context.Context, socket, path string) ([]byte, error) {
 // escaped, so none reaches the terminal as an escape sequence.
 func WriteStatus(w io.Writer, st *Status) error {
 	fmt.Fprintf(w, "node %s: %d probe(s) at %s\n", termsafe.Escape(st.Node), len(st.Probes), st.Time.Format(time.RFC3339))
+	if state, problems := Assess(st); state != StateLive {
+		fmt.Fprintf(w, "DEGRADED: %s\n", termsafe.Escape(strings.Join(problems, "; ")))
+	}
 	if hb := st.Heartbeat; hb != nil {
 		state := "renewing"
 		if !hb.Renewing {
@@ -143,4 +146,25 @@ func firstLine(s string, limit int) string {
 		s += "…"
 	}
 	return s
+}
+
+// States of a running node service, as `probeshim status` reports them (its exit code says the
+// same: 0 live, 1 degraded; 3 when no service answers).
+const (
+	StateLive     = "live"     // the heartbeat is renewed and probes start on time
+	StateDegraded = "degraded" // it runs, but the cluster does not hear from it, or probes start late
+)
+
+// Assess says whether the service is live or degraded, and why.
+func Assess(st *Status) (state string, problems []string) {
+	if hb := st.Heartbeat; hb != nil && !hb.Renewing {
+		problems = append(problems, "the heartbeat Lease is not renewed: "+firstLine(hb.Reason, 200))
+	}
+	if r := st.Runners; r != nil && r.Late != "" {
+		problems = append(problems, "probes start late: "+r.Late)
+	}
+	if len(problems) > 0 {
+		return StateDegraded, problems
+	}
+	return StateLive, nil
 }

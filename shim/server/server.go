@@ -65,8 +65,11 @@ type HeartbeatStatus struct {
 
 // Status is the document on the status socket.
 type Status struct {
-	Node      string           `json:"node"`
-	Time      time.Time        `json:"time"`
+	Node string    `json:"node"`
+	Time time.Time `json:"time"`
+	// State is live or degraded (Assess), Problems why it is degraded.
+	State     string           `json:"state,omitempty"`
+	Problems  []string         `json:"problems,omitempty"`
 	Heartbeat *HeartbeatStatus `json:"heartbeat,omitempty"`
 	// Runners is the probe engine's pools of runners; ProbesLate says, while probes start late,
 	// which and how (what the heartbeat Lease's probeshim.io/probes-late says too).

@@ -8,9 +8,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"sigs.k8s.io/yaml"
 
 	buildversion "github.com/probeshim/probeshim/internal/version"
 	"github.com/probeshim/probeshim/shim/config"
@@ -32,9 +35,11 @@ var version = "dev"
 const usage = `probeshim — the probeshim node service.
 
 Usage:
-  probeshim [flags]           run the service (normally started by systemd: probeshim.service)
-  probeshim status [flags]    show what the running service probes and each probe's last result
-  probeshim version           print the version, the commit and the Go version
+  probeshim [flags]            run the service (normally started by systemd: probeshim.service)
+  probeshim status [flags]     show what the running service probes and each probe's last result;
+                               -o json|yaml for scripts; exit code 0 live, 1 degraded, 3 not running
+  probeshim config check FILE  check a config file as the service would read it (0 valid, 1 not)
+  probeshim version            print the version, the commit and the Go version
 
 The service reads /etc/probeshim/config.yaml (see --config); flags override the file.
 Logs go to journald with fields under systemd (journalctl -u probeshim POD_NAME=web-0), else to stderr.
@@ -45,7 +50,7 @@ Flags:
 func main() {
 	args := os.Args[1:]
 	cmd := ""
-	if len(args) > 0 && (args[0] == "status" || args[0] == "version" || args[0] == "run") {
+	if len(args) > 0 && (args[0] == "status" || args[0] == "version" || args[0] == "run" || args[0] == "config") {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -53,15 +58,40 @@ func main() {
 	case "version":
 		fmt.Println("probeshim", buildversion.String(version))
 	case "status":
-		err = status(args)
+		err = status(args, os.Stdout)
+	case "config":
+		err = configCommand(args)
 	default:
 		err = run(args)
 	}
-	if err != nil {
+	var ex exitCode
+	switch {
+	case errors.As(err, &ex):
+		if ex.err != nil {
+			fmt.Fprintln(os.Stderr, "probeshim:", ex.err)
+		}
+		os.Exit(ex.code)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "probeshim:", err)
 		os.Exit(1)
 	}
 }
+
+// exitCode ends the command with code, saying err (if any) first.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d: %v", e.code, e.err) }
+
+// Exit codes of `probeshim status`, for scripts: documented in README "probeshim status".
+const (
+	exitLive       = 0
+	exitDegraded   = 1
+	exitUsage      = 2
+	exitNotRunning = 3 // as LSB init scripts' status: the program is not running
+)
 
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -95,20 +125,70 @@ func run(args []string) error {
 	return service.Run(ctx, cfg, logger, version)
 }
 
-func status(args []string) error {
+func status(args []string, out io.Writer) error {
 	fs := newFlagSet("probeshim status")
 	socket := fs.String("status-socket", config.DefaultStatusSocket, "the running service's status socket")
+	output := fs.String("o", "text", "output format: text (for a person), json or yaml (the status socket's document)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return err
+		return exitCode{exitUsage, err}
+	}
+	if *output != "text" && *output != "json" && *output != "yaml" {
+		return exitCode{exitUsage, fmt.Errorf("-o %q: want text, json or yaml", *output)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := server.FetchStatus(ctx, *socket)
 	if err != nil {
-		return fmt.Errorf("%w (is probeshim running? systemctl status probeshim)", err)
+		return exitCode{exitNotRunning, fmt.Errorf("%w (is probeshim running? systemctl status probeshim)", err)}
 	}
-	return server.WriteStatus(os.Stdout, st)
+	st.State, st.Problems = server.Assess(st)
+	switch *output {
+	case "json":
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
+			return err
+		}
+	case "yaml":
+		b, err := yaml.Marshal(st)
+		if err != nil {
+			return err
+		}
+		if _, err := out.Write(b); err != nil {
+			return err
+		}
+	default:
+		if err := server.WriteStatus(out, st); err != nil {
+			return err
+		}
+	}
+	if st.State != server.StateLive {
+		return exitCode{code: exitDegraded}
+	}
+	return nil
+}
+
+// configCommand is `probeshim config check FILE`: the file read strictly, filled with the
+// defaults and validated as the service would at start, without starting anything.
+func configCommand(args []string) error {
+	if len(args) != 2 || args[0] != "check" {
+		return exitCode{exitUsage, errors.New("usage: probeshim config check FILE")}
+	}
+	cfg, err := config.LoadFile(args[1])
+	if err == nil {
+		err = cfg.Complete()
+	}
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		return exitCode{1, err}
+	}
+	fmt.Printf("%s: valid\n", args[1])
+	return nil
 }
