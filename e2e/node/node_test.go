@@ -118,7 +118,7 @@ func TestNodeService(t *testing.T) {
 			"exec-big-output":       v1alpha1.ProbeFailed,
 			"exec-toggle":           v1alpha1.ProbeSucceeded,
 			"exec-restart":          v1alpha1.ProbeSucceeded,
-			"exec-missing":          v1alpha1.ProbeUnknown, // a probe error: no result, but a reason
+			"exec-missing":          v1alpha1.ProbeUnknown,   // a probe error: no result, but a reason
 			"http-local":            v1alpha1.ProbeSucceeded, // host 127.0.0.1: the pod's own loopback, where the server is bound
 			"http-pod-ip":           v1alpha1.ProbeFailed,    // no host: the pod IP, as the kubelet; loopback is not tried first
 			"tcp-pod-ip":            v1alpha1.ProbeFailed,
