@@ -189,7 +189,7 @@ func benchEngine(b *testing.B, workers int, execer Execer, handler func(i int, s
 		warmup = 2 * time.Second // the first Sync spreads probes over 1 s
 		window = 5 * time.Second
 	)
-	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithLogger(slog.New(slog.DiscardHandler))}
+	opts := []Option{WithRegisterer(prometheus.NewRegistry()), WithPodRegisterer(prometheus.NewRegistry()), WithLogger(slog.New(slog.DiscardHandler))}
 	if execer != nil {
 		opts = append(opts, WithExecer(execer))
 	}

@@ -138,7 +138,7 @@ func newHarness(t *testing.T, opts ...Option) *harness {
 	}
 	// Debug level exercises the debug paths.
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	all := append([]Option{WithClock(h.clock), WithExecer(h.exec), WithRegisterer(h.reg), WithLogger(log)}, opts...)
+	all := append([]Option{WithClock(h.clock), WithExecer(h.exec), WithRegisterer(h.reg), WithPodRegisterer(h.reg), WithLogger(log)}, opts...)
 	m, err := NewManager(h.containers, all...)
 	if err != nil {
 		t.Fatal(err)

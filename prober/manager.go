@@ -37,9 +37,17 @@ func WithNetwork(n Network) Option { return func(m *Manager) { m.network = n } }
 // WithClock replaces the real clock, for tests.
 func WithClock(c clock.Clock) Option { return func(m *Manager) { m.clock = c } }
 
-// WithRegisterer registers the prober_* metrics on r. Without it the metrics
-// are kept but not exported.
+// WithRegisterer registers the engine's own metrics on r: its pools and its probes' total by type
+// and result (probeshim_probes_total), whose series do not grow with the pods. Without it they are
+// kept but not exported.
 func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { m.registerer = r } }
+
+// WithPodRegisterer registers the per-container series on r, with the kubelet's names and labels
+// (prober_probe_total, prober_probe_duration_seconds): one per container and probe type, for a
+// registry of their own, as the kubelet serves them on /metrics/probes.
+func WithPodRegisterer(r prometheus.Registerer) Option {
+	return func(m *Manager) { m.podRegisterer = r }
+}
 
 // WithLogger sets the logger. The engine logs only at Debug level, with the
 // fields namespace, pod, container and probe; without WithLogger it logs
@@ -112,7 +120,8 @@ type Manager struct {
 	execGrace  time.Duration // defaultExecGrace; shorter in tests
 	maxTimeout time.Duration // 0: none
 	network    Network
-	registerer prometheus.Registerer
+	registerer, podRegisterer prometheus.Registerer
+	runs                      sync.Map // runKey -> *atomic.Uint64, probeshim_probes_total
 	log        *slog.Logger
 	results    *resultStore
 	jitter     func() float64 // in [0,1); replaced in tests
@@ -184,6 +193,11 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	}
 	if m.registerer != nil {
 		if err := m.registerer.Register(collector{m}); err != nil {
+			return nil, err
+		}
+	}
+	if m.podRegisterer != nil {
+		if err := m.podRegisterer.Register(podCollector{m}); err != nil {
 			return nil, err
 		}
 	}

@@ -34,6 +34,9 @@ var (
 const numBuckets = 11
 
 var (
+	probesDesc = prometheus.NewDesc("probeshim_probes_total",
+		"Probes run by the engine, by probe_type and result (successful, failed, unknown): the node's total, without a series per pod (those are on /metrics/probes).",
+		[]string{"probe_type", "result"}, nil)
 	startDelayDesc = prometheus.NewDesc("probeshim_probe_start_delay_seconds",
 		"How long after its scheduled time a probe started, by pool (exec or network).",
 		[]string{"pool"}, nil)
@@ -103,17 +106,60 @@ func (s *probeStats) observe(r Result, took time.Duration) {
 	}
 }
 
-// collector exports the workers' stats with the kubelet's metric names. A
-// removed worker's series disappear with it. Probes that share a label set
-// (two probes of one probe_type on a container) are summed into one series.
+// runKey counts the engine's probes by type and result, for probeshim_probes_total.
+type runKey struct {
+	probeType string
+	result    Result
+}
+
+// countRun adds a probe run to probeshim_probes_total; called by the probing goroutines.
+func (m *Manager) countRun(probeType string, r Result) {
+	k := runKey{probeType, r}
+	n, ok := m.runs.Load(k)
+	if !ok {
+		n, _ = m.runs.LoadOrStore(k, new(atomic.Uint64))
+	}
+	n.(*atomic.Uint64).Add(1)
+}
+
+// collector exports the engine's own series: its pools and its probes' total by type and result.
+// Their number does not grow with the pods.
 type collector struct{ m *Manager }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- probeTotalDesc
-	ch <- probeDurationDesc
+	ch <- probesDesc
 	ch <- startDelayDesc
 	ch <- startedLateDesc
 	ch <- queuedDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.m.mu.Lock()
+	pools := []*pool{&c.m.execPool, &c.m.netPool}
+	queued := []int{c.m.execPool.queue.n, c.m.netPool.queue.n}
+	c.m.mu.Unlock()
+	for i, p := range pools {
+		ch <- p.delay.metric(p.name)
+		ch <- prometheus.MustNewConstMetric(startedLateDesc, prometheus.CounterValue, float64(p.late.Load()), p.name)
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued[i]), p.name)
+	}
+	c.m.runs.Range(func(k, n any) bool {
+		key := k.(runKey)
+		ch <- prometheus.MustNewConstMetric(probesDesc, prometheus.CounterValue, float64(n.(*atomic.Uint64).Load()),
+			key.probeType, resultLabel(key.result))
+		return true
+	})
+}
+
+// podCollector exports the workers' stats with the kubelet's metric names and labels, a series per
+// container and probe type, as the kubelet serves them on /metrics/probes. A removed worker's
+// series disappear with it. Probes that share a label set (two probes of one probe_type on a
+// container) are summed into one series.
+type podCollector struct{ m *Manager }
+
+func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- probeTotalDesc
+	ch <- probeDurationDesc
 }
 
 type totalKey struct {
@@ -128,20 +174,13 @@ type durAgg struct {
 	sum     float64
 }
 
-func (c collector) Collect(ch chan<- prometheus.Metric) {
+func (c podCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
 	ws := make([]*worker, 0, len(c.m.workers))
 	for _, w := range c.m.workers {
 		ws = append(ws, w)
 	}
-	pools := []*pool{&c.m.execPool, &c.m.netPool}
-	queued := []int{c.m.execPool.queue.n, c.m.netPool.queue.n}
 	c.m.mu.Unlock()
-	for i, p := range pools {
-		ch <- p.delay.metric(p.name)
-		ch <- prometheus.MustNewConstMetric(startedLateDesc, prometheus.CounterValue, float64(p.late.Load()), p.name)
-		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued[i]), p.name)
-	}
 
 	totals := map[totalKey]uint64{}
 	durs := map[durKey]*durAgg{}

@@ -167,3 +167,48 @@ func TestRegisterTwice(t *testing.T) {
 		t.Fatal("registering the metrics twice on one registry succeeded")
 	}
 }
+
+// The engine's own registry holds no series per pod: probeshim_probes_total by probe type and
+// result only, however many containers are probed; the per-container series (the kubelet's
+// names) go to the pod registerer alone.
+func TestEngineSeriesDoNotGrowWithPods(t *testing.T) {
+	engine, pods := prometheus.NewRegistry(), prometheus.NewRegistry()
+	h := newHarness(t)
+	m, err := NewManager(h.containers, WithClock(h.clock), WithExecer(h.exec), WithRegisterer(engine), WithPodRegisterer(pods))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m = m
+	var ds []Desired
+	for i := range 5 {
+		d := desired("p", execSpec())
+		d.Key.Probe = "p" + string(rune('a'+i))
+		ds = append(ds, d)
+	}
+	m.Sync(ds)
+	h.running("c1")
+	for _, d := range ds {
+		h.exec.push(ok)
+		h.probe(d.Key)
+	}
+	mfs := gather(t, engine)
+	if _, ok := mfs["prober_probe_total"]; ok {
+		t.Error("the engine's registry has the per-container prober_probe_total")
+	}
+	total := mfs["probeshim_probes_total"]
+	if total == nil || len(total.GetMetric()) != 1 {
+		t.Fatalf("probeshim_probes_total: %v, want one series for 5 probes of one type and result", total)
+	}
+	if l := labels(total.GetMetric()[0]); len(l) != 2 || l["probe_type"] != "custom" || l["result"] != "successful" ||
+		total.GetMetric()[0].GetCounter().GetValue() != 5 {
+		t.Errorf("probeshim_probes_total %v = %v, want {probe_type=custom, result=successful} 5", l, total.GetMetric()[0].GetCounter().GetValue())
+	}
+	if n := seriesCount(t, pods, "prober_probe_total"); n != 1 {
+		t.Errorf("%d prober_probe_total series on the pod registry, want 1 (one container, one type)", n)
+	}
+	// A removed probe's runs stay counted: the total never goes back.
+	m.Sync(nil)
+	if got := gather(t, engine)["probeshim_probes_total"].GetMetric()[0].GetCounter().GetValue(); got != 5 {
+		t.Errorf("after the probes went: %v, want 5", got)
+	}
+}

@@ -183,6 +183,7 @@ func (w *worker) doProbe(ctx context.Context) {
 		return
 	}
 	w.stats.observe(result, w.m.clock.Since(start))
+	w.m.countRun(w.probeType, result)
 
 	if result == w.lastResult {
 		w.resultRun++

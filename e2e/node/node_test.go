@@ -317,17 +317,30 @@ func TestNodeService(t *testing.T) {
 		}
 		// The service was just restarted: its duration histogram appears with the first probe
 		// that succeeds after the start (exec-ok, every second).
-		err = framework.WaitFor(framework.Context(t, time.Minute), 20*time.Second, "the prober's series on /metrics",
+		// The series per container are on /metrics/probes, as the kubelet's; /metrics has none.
+		err = framework.WaitFor(framework.Context(t, time.Minute), 20*time.Second, "the prober's series on /metrics and /metrics/probes",
 			func(ctx context.Context) (bool, string, error) {
 				metrics, err := s.svc.Get(ctx, "/metrics")
 				if err != nil {
 					return false, err.Error(), nil
 				}
+				perPod, err := s.svc.Get(ctx, "/metrics/probes")
+				if err != nil {
+					return false, err.Error(), nil
+				}
 				var missing []string
-				for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds", "probeshim_api_writes_total"} {
+				for _, want := range []string{`probeshim_probes_total{probe_type=`, "probeshim_api_writes_total", "probeshim_build_info{"} {
 					if !strings.Contains(metrics, want) {
 						missing = append(missing, want)
 					}
+				}
+				for _, want := range []string{"prober_probe_total{", "prober_probe_duration_seconds"} {
+					if !strings.Contains(perPod, want) {
+						missing = append(missing, want+" (on /metrics/probes)")
+					}
+				}
+				if strings.Contains(metrics, "prober_probe_total") {
+					return false, "prober_probe_total on /metrics", nil
 				}
 				return len(missing) == 0, "missing " + strings.Join(missing, ", "), nil
 			})

@@ -13,7 +13,7 @@
 //	containerdSocket: /run/containerd/containerd.sock
 //	criSocket: /run/containerd/containerd.sock
 //	healthAddress: 127.0.0.1:10268     # /healthz and /readyz
-//	metricsAddress: 127.0.0.1:10268    # /metrics; may share the health address
+//	metricsAddress: 127.0.0.1:10268    # /metrics and /metrics/probes; may share the health address
 //	statusSocket: /run/probeshim/probeshim.sock
 //	logLevel: info
 //	maxProcs: 1                        # CPUs running Go code at once (GOMAXPROCS); -1: one per CPU

@@ -117,6 +117,9 @@ type Options struct {
 	Node           string
 
 	Gatherer prometheus.Gatherer // default: prometheus.DefaultGatherer
+	// ProbesGatherer serves /metrics/probes beside /metrics: the per-container prober series, as
+	// the kubelet serves them apart, so the main endpoint's series do not grow with the pods.
+	ProbesGatherer prometheus.Gatherer
 	Health   []Check             // /healthz: the service's loops are alive
 	Ready    []Check             // /readyz: it can do its work
 	Status   StatusSource
@@ -165,6 +168,9 @@ func (s *Server) Start() error {
 		metrics = http.NewServeMux()
 	}
 	metrics.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{ErrorLog: o.Log}))
+	if o.ProbesGatherer != nil {
+		metrics.Handle("GET /metrics/probes", promhttp.HandlerFor(o.ProbesGatherer, promhttp.HandlerOpts{ErrorLog: o.Log}))
+	}
 
 	if o.HealthAddress != "" {
 		if err := s.serveTCP("health", o.HealthAddress, health); err != nil {

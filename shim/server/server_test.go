@@ -41,10 +41,13 @@ func start(t *testing.T, o Options) *Server {
 }
 
 func TestHealthReadyMetrics(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	probes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prober_probe_total", Help: "x"}, []string{"result"})
+	reg, perPod := prometheus.NewRegistry(), prometheus.NewRegistry()
+	probes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "probeshim_probes_total", Help: "x"}, []string{"result"})
 	reg.MustRegister(probes)
 	probes.WithLabelValues("successful").Add(3)
+	podProbes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "prober_probe_total", Help: "x"}, []string{"pod"})
+	perPod.MustRegister(podProbes)
+	podProbes.WithLabelValues("web-0").Add(2)
 
 	var runtimeDown atomic.Bool
 	runtimeDown.Store(true)
@@ -52,6 +55,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 		HealthAddress:  "127.0.0.1:0",
 		MetricsAddress: "127.0.0.2:0", // another string: another listener
 		Gatherer:       reg,
+		ProbesGatherer: perPod,
 		Health:         []Check{{"loops", func(context.Context) error { return nil }}},
 		Ready: []Check{
 			{"runtime", func(context.Context) error {
@@ -88,8 +92,13 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if code, body := get(t, health+"/readyz?verbose"); code != 200 || body != "[+]runtime ok\n[+]sync ok\nok" {
 		t.Fatalf("/readyz?verbose = %d %q", code, body)
 	}
-	if code, body := get(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, `prober_probe_total{result="successful"} 3`) {
+	if code, body := get(t, metrics+"/metrics"); code != 200 || !strings.Contains(body, `probeshim_probes_total{result="successful"} 3`) ||
+		strings.Contains(body, "prober_probe_total") {
 		t.Fatalf("/metrics = %d %q", code, body)
+	}
+	if code, body := get(t, metrics+"/metrics/probes"); code != 200 || !strings.Contains(body, `prober_probe_total{pod="web-0"} 2`) ||
+		strings.Contains(body, "probeshim_probes_total") {
+		t.Fatalf("/metrics/probes = %d %q", code, body)
 	}
 	// Each endpoint only where it belongs.
 	if code, _ := get(t, health+"/metrics"); code != 404 {

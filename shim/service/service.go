@@ -139,6 +139,7 @@ type service struct {
 	// Built by newService, before anything starts.
 	network, hookNetwork *netns.Network
 	engine               *prober.Manager
+	probesRegistry       *prometheus.Registry // the per-container prober series, /metrics/probes
 	server               *server.Server
 	local                []Component
 
@@ -164,7 +165,7 @@ type apiSide struct {
 // wires them to each other (second). Nothing runs yet.
 func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, error) {
 	s := &service{cfg: cfg, log: log, out: out, m: newMetrics(out.registry), poll: waitPoll, grace: readyGrace,
-		renew: time.Duration(cfg.Heartbeat.RenewIntervalSeconds) * time.Second}
+		renew: time.Duration(cfg.Heartbeat.RenewIntervalSeconds) * time.Second, probesRegistry: prometheus.NewRegistry()}
 	s.network = netns.NewNetwork(out.runtime.PodNetwork)
 	// preStop hooks dial through a Network of their own: the executor
 	// forgets a pod's handle when its requests are done.
@@ -175,6 +176,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		prober.WithFileReader(newCountingReader(out.runtime, s.m)),
 		prober.WithNetwork(s.network),
 		prober.WithRegisterer(out.registry),
+		prober.WithPodRegisterer(s.probesRegistry),
 		prober.WithLogger(slogrus.NewLogger(log)),
 		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork),
 		prober.WithNamespaceConcurrency(cfg.Probes.MaxConcurrentExecsPerNamespace, cfg.Probes.MaxConcurrentNetworkPerNamespace),
@@ -188,6 +190,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		StatusSocket:   cfg.StatusSocket,
 		Node:           cfg.NodeName,
 		Gatherer:       out.registry,
+		ProbesGatherer: s.probesRegistry,
 		Health:         []server.Check{{Name: "engine", Check: engineAlive(s.engine)}},
 		Ready: []server.Check{
 			{Name: "runtime", Check: func(context.Context) error { return out.tracker.Healthy() }},
