@@ -120,9 +120,9 @@ type Options struct {
 	// ProbesGatherer serves /metrics/probes beside /metrics: the per-container prober series, as
 	// the kubelet serves them apart, so the main endpoint's series do not grow with the pods.
 	ProbesGatherer prometheus.Gatherer
-	Health   []Check             // /healthz: the service's loops are alive
-	Ready    []Check             // /readyz: it can do its work
-	Status   StatusSource
+	Health         []Check // /healthz: the service's loops are alive
+	Ready          []Check // /readyz: it can do its work
+	Status         StatusSource
 	// Heartbeat gives the lease's state; optional.
 	Heartbeat func() *HeartbeatStatus
 	// Runners gives the probe runners' state; optional.

@@ -5,6 +5,9 @@ package service
 import (
 	"context"
 	"errors"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,8 +16,7 @@ import (
 	"github.com/probeshim/probeshim/prober"
 )
 
-// metrics are the node service's own series, beside the engine's
-// prober_probe_* ones.
+// metrics are the node service's own series, beside the engine's.
 type metrics struct {
 	apiWrites     *prometheus.CounterVec
 	runtimeCalls  *prometheus.CounterVec
@@ -43,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		apiWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "probeshim_api_writes_total",
-			Help: "Writes to the API server by the node service, by resource and result.",
+			Help: "Writes (create, update, patch, delete) to the API server by the node service, by resource (with its subresource) and result (success, error).",
 		}, []string{"resource", "result"}),
 		runtimeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "probeshim_runtime_calls_total",
@@ -55,26 +57,82 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"operation"}),
 	}
 	reg.MustRegister(m.apiWrites, m.runtimeCalls, m.runtimeErrors)
+	// Every series the node service writes, at zero from the start, so that a rate or an alert sees
+	// the first error.
+	for _, r := range writtenResources {
+		m.apiWrites.WithLabelValues(r, "success")
+		m.apiWrites.WithLabelValues(r, "error")
+	}
+	for _, op := range []string{"exec", "read"} {
+		m.runtimeCalls.WithLabelValues(op)
+		m.runtimeErrors.WithLabelValues(op)
+	}
 	return m
 }
 
-// writes counts the writes of one resource and keeps the last outcome; it
-// is a podprobe.Metrics.
-type writes struct {
-	m        *metrics
-	resource string
-	last     *lastError
+// writtenResources are what the node service writes: probe results, events, its heartbeat, the
+// steps of a restart.
+var writtenResources = []string{"nodepodprobes/status", "events", "leases", "pods", "pods/status",
+	"containerrecreaterequests", "containerrecreaterequests/status"}
+
+// countWrite counts one write request by its resource, from its URL path
+// (/api/v1/namespaces/<ns>/<resource>[/<name>[/<subresource>]], /apis/<group>/<version>/...).
+func (m *metrics) countWrite(req *http.Request, resp *http.Response, err error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+	default:
+		return
+	}
+	if err != nil && req.Context().Err() != nil {
+		return // cancelled by its caller (stopping): not an outcome
+	}
+	result := "success"
+	if err != nil || resp.StatusCode >= http.StatusBadRequest {
+		result = "error"
+	}
+	m.apiWrites.WithLabelValues(resourceOf(req.URL.Path), result).Inc()
 }
 
+// resourceOf is the resource of an API path, with its subresource ("nodepodprobes/status"); "other"
+// for a path it does not know, so the label stays bounded.
+func resourceOf(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) >= 2 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) >= 3 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return "other"
+	}
+	if len(seg) >= 2 && seg[0] == "namespaces" {
+		seg = seg[2:]
+	}
+	r := ""
+	switch len(seg) {
+	case 0:
+		return "other"
+	case 1, 2:
+		r = seg[0]
+	default:
+		r = seg[0] + "/" + seg[2]
+	}
+	if !slices.Contains(writtenResources, r) {
+		return "other"
+	}
+	return r
+}
+
+// writes keeps the last outcome of the NodePodProbe status writes; it is a podprobe.Metrics.
+type writes struct {
+	last *lastError
+}
+
+// StatusWrite keeps the outcome; the write itself is counted with every other (countWrite).
 func (w writes) StatusWrite(err error) {
 	if w.last != nil {
 		w.last.set(err)
 	}
-	result := "success"
-	if err != nil {
-		result = "error"
-	}
-	w.m.apiWrites.WithLabelValues(w.resource, result).Inc()
 }
 
 // countingExecer counts exec calls, and those that failed in the runtime; a

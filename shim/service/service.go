@@ -302,7 +302,7 @@ func (s *service) buildAPI(clients *kube.Clients) *apiSide {
 		Client:  clients.Kruise,
 		Engine:  s.engine,
 		Events:  recorder,
-		Metrics: writes{m: s.m, resource: "nodepodprobes/status", last: &s.nppWrite},
+		Metrics: writes{last: &s.nppWrite},
 		Log:     s.log,
 		// -1 (no bound) stays negative.
 		MessageInterval: time.Duration(s.cfg.Probes.MessageIntervalSeconds) * time.Second,
@@ -405,10 +405,11 @@ func (s *service) healthy(ctx context.Context) error {
 	return nil
 }
 
-// observeAPI keeps the outcome of the last list or watch request for this
+// observeAPI counts the writes, and keeps the outcome of the last list or watch request for this
 // node's NodePodProbe: a watch that keeps failing (refused, API server away)
 // shows as an error until one succeeds again.
 func (s *service) observeAPI(req *http.Request, resp *http.Response, err error) {
+	s.m.countWrite(req, resp, err)
 	if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/nodepodprobes") {
 		return
 	}
