@@ -209,25 +209,18 @@ func (d *decider) enqueueNamespace(ctx context.Context, q queue, ns string, sel 
 	}
 }
 
+// budgetHandler decides again the workloads whose pods a PodDisruptionBudget selects.
 func budgetHandler(d *decider) handler.EventHandler {
-	add := func(ctx context.Context, q queue, o client.Object) {
+	return everyVersion(func(ctx context.Context, q queue, o client.Object) {
 		pdb := o.(*policyv1.PodDisruptionBudget)
 		d.enqueueNamespace(ctx, q, pdb.Namespace, pdb.Spec.Selector)
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q queue) {
-			add(ctx, q, e.ObjectOld)
-			add(ctx, q, e.ObjectNew)
-		},
-	}
+	})
 }
 
 // pubHandler decides again the workloads whose pods a PodUnavailableBudget selects (by label,
 // or as its target).
 func pubHandler(d *decider) handler.EventHandler {
-	add := func(ctx context.Context, q queue, o client.Object) {
+	return everyVersion(func(ctx context.Context, q queue, o client.Object) {
 		pub := o.(*kruiseapi.PodUnavailableBudget)
 		if ref := pub.Spec.TargetReference; pub.Spec.Selector == nil && ref != nil {
 			q.Add(request(Workload{Kind: ref.Kind, Namespace: pub.Namespace, Name: ref.Name}))
@@ -236,7 +229,12 @@ func pubHandler(d *decider) handler.EventHandler {
 		if pub.Spec.Selector != nil {
 			d.enqueueNamespace(ctx, q, pub.Namespace, pub.Spec.Selector)
 		}
-	}
+	})
+}
+
+// everyVersion calls add with each version of an object an event is about: the created, the
+// deleted, and both sides of an update (what it selected before and after).
+func everyVersion(add func(context.Context, queue, client.Object)) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q queue) { add(ctx, q, e.Object) },
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q queue) { add(ctx, q, e.Object) },

@@ -61,12 +61,7 @@ func runExplain(ctx context.Context, args []string, out, errOut io.Writer, cfg f
 		fmt.Fprint(errOut, explainUsage)
 		return 2
 	}
-	rc, err := cfg()
-	if err != nil {
-		fmt.Fprintln(errOut, "loading the kubeconfig:", err)
-		return 1
-	}
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, err := clientOf(cfg)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
@@ -85,6 +80,15 @@ func runExplain(ctx context.Context, args []string, out, errOut io.Writer, cfg f
 	}
 	explain(out, pod, evs.Items)
 	return 0
+}
+
+// clientOf is a client of the cluster cfg's kubeconfig reaches, for the read-only subcommands.
+func clientOf(cfg func() (*rest.Config, error)) (kubernetes.Interface, error) {
+	rc, err := cfg()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 // explain writes what pod and its events say about its enhanced liveness.

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -44,12 +43,7 @@ func runUninstallCheck(ctx context.Context, args []string, out, errOut io.Writer
 		fmt.Fprint(errOut, uninstallCheckUsage)
 		return 2
 	}
-	rc, err := cfg()
-	if err != nil {
-		fmt.Fprintln(errOut, "loading the kubeconfig:", err)
-		return 1
-	}
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, err := clientOf(cfg)
 	if err != nil {
 		fmt.Fprintln(errOut, err)
 		return 1
