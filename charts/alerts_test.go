@@ -27,6 +27,7 @@ type ruleGroups struct {
 	Groups []struct {
 		Rules []struct {
 			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
 			Annotations map[string]string `json:"annotations"`
 		} `json:"rules"`
 	} `json:"groups"`
@@ -64,12 +65,16 @@ func TestAlerts(t *testing.T) {
 		sections[strings.ToLower(m[1])] = true
 	}
 	n := 0
+	served := servedMetrics(t)
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "" {
 				continue
 			}
 			n++
+			for _, m := range unserved(served, r.Expr) {
+				t.Errorf("%s queries %s, which no probeshim code serves", r.Alert, m)
+			}
 			url := r.Annotations["runbook_url"]
 			if want := runbookBase + strings.ToLower(r.Alert); url != want {
 				t.Errorf("%s: runbook_url %q, want %q", r.Alert, url, want)
@@ -148,6 +153,14 @@ func TestMonitoringValues(t *testing.T) {
 	}
 	if b := find(t, objs, "ClusterRoleBinding", "probeshim-metrics-reader-prometheus"); !strings.Contains(fmt.Sprint(b.Object["subjects"]), "prometheus-k8s") {
 		t.Errorf("binding subjects %v", b.Object["subjects"])
+	}
+	cm := find(t, objs, "ConfigMap", "probeshim-dashboard")
+	if cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v", cm.GetLabels())
+	}
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "probeshim.json")
+	if want, _ := os.ReadFile(dashboardFile); strings.TrimSpace(data) != strings.TrimSpace(string(want)) {
+		t.Errorf("the dashboard ConfigMap does not hold %s as it is", dashboardFile)
 	}
 	if _, err := renderErr(map[string]any{"monitoring": map[string]any{"enabled": true}, "metrics": map[string]any{"port": 0}}); err == nil ||
 		!strings.Contains(err.Error(), "metrics.port") {
