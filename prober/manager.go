@@ -113,18 +113,18 @@ func WithNamespaceConcurrency(exec, network int) Option {
 // a bounded number of runners, so that targets that hang until their timeout
 // cannot make the node service run thousands of probes at once.
 type Manager struct {
-	clock      clock.Clock
-	containers ContainerSource
-	exec       Execer
-	files      FileReader
-	execGrace  time.Duration // defaultExecGrace; shorter in tests
-	maxTimeout time.Duration // 0: none
-	network    Network
+	clock                     clock.Clock
+	containers                ContainerSource
+	exec                      Execer
+	files                     FileReader
+	execGrace                 time.Duration // defaultExecGrace; shorter in tests
+	maxTimeout                time.Duration // 0: none
+	network                   Network
 	registerer, podRegisterer prometheus.Registerer
 	runs                      sync.Map // runKey -> *atomic.Uint64, probeshim_probes_total
-	log        *slog.Logger
-	results    *resultStore
-	jitter     func() float64 // in [0,1); replaced in tests
+	log                       *slog.Logger
+	results                   *resultStore
+	jitter                    func() float64 // in [0,1); replaced in tests
 	// errorLogs bounds the warnings of probe errors: with the runtime away every probe of
 	// the node errs at once, and one line each would flood the journal.
 	errorLogs *rate.Limiter
