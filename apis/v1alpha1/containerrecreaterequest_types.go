@@ -22,6 +22,14 @@ const (
 	AnnotationCRRUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
 )
 
+// AnnotationCRRReason on a request says why its containers are restarted, in the words of the
+// kubelet's Killing event ("failed liveness probe, will be restarted; decider: ..."): the node
+// service tells it in that event. The liveness decider sets it; at most MaxCRRReasonBytes.
+const AnnotationCRRReason = "probeshim.io/reason"
+
+// MaxCRRReasonBytes bounds the reason the node service repeats in an event.
+const MaxCRRReasonBytes = 512
+
 // AnnotationCRRConcurrency on a pod says whether it may have more than one active
 // ContainerRecreateRequest at a time: CRRConcurrencyForbid makes admission refuse a new request
 // while another one of the pod is active; anything else (or no annotation) allows it, as

@@ -823,7 +823,7 @@ func (d *decider) create(ctx context.Context, pod *corev1.Pod, name string, dec 
 	}
 	d.restarted[pod.UID] = createdRequest{name: name, at: now} // whether or not the create answers: it may have landed
 	d.mu.Unlock()
-	crr, err := d.createRequest(ctx, pod, name, dec.Failing, s)
+	crr, err := d.createRequest(ctx, pod, name, dec, s)
 	if err != nil {
 		return nil, err
 	}
@@ -854,7 +854,12 @@ func (d *decider) patchRecord(ctx context.Context, pod *corev1.Pod, rec Record) 
 
 // createRequest creates the request; one that exists already (the same decision, made before)
 // is no error and comes back nil.
-func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name string, failing []Failure, s *Settings) (*v1alpha1.ContainerRecreateRequest, error) {
+func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name string, dec *Decision, s *Settings) (*v1alpha1.ContainerRecreateRequest, error) {
+	failing := dec.Failing
+	reason := "failed liveness probe, will be restarted; decider: " + strings.TrimPrefix(dec.Message, "liveness probe failed: "+containerList(failing)+"; ")
+	if len(reason) > v1alpha1.MaxCRRReasonBytes {
+		reason = strings.ToValidUTF8(reason[:v1alpha1.MaxCRRReasonBytes-3], "") + "..."
+	}
 	containers := make([]v1alpha1.ContainerRecreateRequestContainer, len(failing))
 	for i, f := range failing {
 		containers[i] = v1alpha1.ContainerRecreateRequestContainer{Name: f.Container}
@@ -866,6 +871,7 @@ func (d *decider) createRequest(ctx context.Context, pod *corev1.Pod, name strin
 			// bookkeeping does not depend on the webhook.
 			Labels: map[string]string{LabelCreatedBy: ControllerName,
 				v1alpha1.LabelCRRPodUID: string(pod.UID), v1alpha1.LabelCRRNodeName: pod.Spec.NodeName},
+			Annotations: map[string]string{v1alpha1.AnnotationCRRReason: reason},
 			// Garbage collected with the pod.
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}},
 		},

@@ -569,10 +569,17 @@ func TestOverlappingDisruptionBudgets(t *testing.T) {
 	f.waitEvent(stable[0], EventReasonHeld, "PodDisruptionBudget "+f.ns+"/front allows no more disruptions")
 	f.complete(manual, v1alpha1.ContainerRecreateRequestSucceeded)
 	poll.Eventually(t, 10*time.Second, func() error {
-		if !slices.ContainsFunc(f.requests(), func(r v1alpha1.ContainerRecreateRequest) bool { return r.Spec.PodName == stable[0].Name }) {
-			return fmt.Errorf("no request for %s after the canary's finished", stable[0].Name)
+		for _, r := range f.requests() {
+			if r.Spec.PodName != stable[0].Name {
+				continue
+			}
+			// It says why, for the node service's Killing event: the budget that let it go.
+			if why := r.Annotations[v1alpha1.AnnotationCRRReason]; !strings.HasPrefix(why, "failed liveness probe, will be restarted; decider: budget ok: PodDisruptionBudget "+f.ns+"/front allows 1 more") {
+				t.Errorf("the request's reason: %q", why)
+			}
+			return nil
 		}
-		return nil
+		return fmt.Errorf("no request for %s after the canary's finished", stable[0].Name)
 	})
 	f.waitDecision(stable[0], corev1.ConditionTrue, ReasonLivenessFailed)
 }

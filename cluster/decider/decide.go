@@ -416,8 +416,9 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		return Held, ReasonBackoff, fmt.Sprintf("back-off %s restarting container %s (restarted %d times)",
 			wait.Round(time.Second), container, restarts), wait
 	}
-	if r, msg, recheck := b.check(p); r != "" {
-		return Held, r, msg, recheck
+	r, budget, recheck := b.check(p)
+	if r != "" {
+		return Held, r, budget, recheck
 	}
 	if ok, scope, wait := tokens.Take(in.Workload.Namespace, in.Now); !ok {
 		if scope == ScopeNamespace {
@@ -431,7 +432,7 @@ func decideOne(in Input, p *Pod, failing []Failure, resume bool, breaker Breaker
 		return Held, ReasonRateLimited, fmt.Sprintf("cluster-wide rate limit of %v restarts per second (burst %d); next token in %s",
 			s.QPS, s.Burst, wait.Round(time.Millisecond)), wait
 	}
-	msg := fmt.Sprintf("liveness probe failed: %s", containerList(failing))
+	msg := fmt.Sprintf("liveness probe failed: %s; %s", containerList(failing), budget)
 	if s.DryRun {
 		return DryRun, ReasonLivenessFailed, "dry run, no restart: " + msg, 0
 	}
@@ -462,8 +463,8 @@ func (b *budgets) over(p *Pod) []int {
 // outside the workload change without telling the workload.
 const budgetRecheck = 5 * time.Second
 
-// check says what holds p's restart back among the budgets, "" when nothing does, and when to
-// decide again. A pod that a PodDisruptionBudget or PodUnavailableBudget selects is judged by it
+// check says what holds p's restart back among the budgets and when to decide again; when
+// nothing does (reason ""), the message says which budget lets it go. A pod that a PodDisruptionBudget or PodUnavailableBudget selects is judged by it
 // alone (by each, when one of each selects it); the others by the workload's default.
 func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 	over := b.over(p)
@@ -476,7 +477,7 @@ func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 			return ReasonMaxUnavailable, fmt.Sprintf("%d of %s's pods are unavailable, terminating or being recreated; maxUnavailable is %d (%s)",
 				others, b.in.Workload, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
 		}
-		return "", "", 0
+		return "", fmt.Sprintf("budget ok, %d of %d unavailable with it (%s)", others+1, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
 	}
 	byKind := map[string][]string{}
 	for _, i := range over {
@@ -491,6 +492,7 @@ func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 		}
 	}
 	unhealthy := b.unavailable[p.UID]
+	var ok []string
 	for _, i := range over {
 		d := &b.in.Disruption[i]
 		switch {
@@ -502,9 +504,13 @@ func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 		case !unhealthy && d.Allowed-b.taken[i] < 1:
 			return ReasonMaxUnavailable, fmt.Sprintf("%s allows no more disruptions: %d of its pods are healthy and it needs %d (restarts in flight counted)",
 				d, d.Healthy-b.taken[i], d.Desired), budgetRecheck
+		case unhealthy:
+			ok = append(ok, fmt.Sprintf("%s (the pod is not ready: it takes nothing from it)", d))
+		default:
+			ok = append(ok, fmt.Sprintf("%s allows %d more", d, d.Allowed-b.taken[i]))
 		}
 	}
-	return "", "", 0
+	return "", "budget ok: " + strings.Join(ok, ", "), 0
 }
 
 // take spends p's restart from the budgets that select it: a ready pod stops counting as healthy.

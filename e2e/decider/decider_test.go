@@ -221,15 +221,19 @@ func (s *suite) testBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := false
-	unhealthy := map[string]bool{}
+	unhealthy, killing := map[string]bool{}, map[string]bool{}
 	for _, e := range evs.Items {
 		if e.Reason == decider.EventReasonHeld && strings.Contains(e.Message, "(MaxUnavailable)") &&
 			strings.Contains(e.Message, "PodDisruptionBudget "+ns+"/web") {
 			budget = true
 		}
-		// The node service tells a failing enhanced liveness probe as the kubelet would.
+		// The node service tells a failing enhanced liveness probe as the kubelet would, and the
+		// restart with the decider's why.
 		if e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, "Liveness probe failed: ") && e.InvolvedObject.FieldPath == "spec.containers{app}" {
 			unhealthy[e.InvolvedObject.Name] = true
+		}
+		if e.Reason == "Killing" && strings.HasPrefix(e.Message, "Container app failed liveness probe, will be restarted; decider: budget ok: PodDisruptionBudget "+ns+"/web allows") {
+			killing[e.InvolvedObject.Name] = true
 		}
 	}
 	if !budget {
@@ -238,6 +242,9 @@ func (s *suite) testBudget(t *testing.T) {
 	for _, p := range failing {
 		if !unhealthy[p.Name] {
 			t.Errorf("no Unhealthy event \"Liveness probe failed: ...\" on %s's container app; events:\n%s", p.Name, framework.FormatEvents(evs.Items))
+		}
+		if !killing[p.Name] {
+			t.Errorf("no Killing event \"Container app failed liveness probe, will be restarted; decider: budget ok: ...\" on %s; events:\n%s", p.Name, framework.FormatEvents(evs.Items))
 		}
 	}
 }

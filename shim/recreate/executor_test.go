@@ -374,6 +374,21 @@ func TestExecutorRecreates(t *testing.T) {
 	}
 }
 
+// A request that says why (the liveness decider's) is told in the kubelet's words in the Killing
+// event, with the decider's protections that let it go.
+func TestExecutorKillingSaysWhy(t *testing.T) {
+	n, c := setup(t, nil)
+	r := startExecutor(t, n)
+	crr := request(t, c, n, "liveness", func(crr *v1alpha1.ContainerRecreateRequest) {
+		crr.Annotations = map[string]string{v1alpha1.AnnotationCRRReason: "failed liveness probe, will be restarted; decider: budget ok: PodDisruptionBudget shop/web allows 1 more"}
+		crr.Spec.Containers = crr.Spec.Containers[1:]
+	})
+	waitSummary(t, c, crr, "Completed done=true b=Succeeded(killed)", 10*time.Second)
+	if ev := <-r.events.Events; ev != "Normal Killing Container b failed liveness probe, will be restarted; decider: budget ok: PodDisruptionBudget shop/web allows 1 more (ContainerRecreateRequest liveness)" {
+		t.Errorf("event %q", ev)
+	}
+}
+
 // orderedRecreate: the second container is stopped only once the first is reported running
 // again (here 1 s after its stop, as a postStart hook would delay it).
 func TestExecutorOrdered(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	shimruntime "github.com/probeshim/probeshim/shim/runtime"
 )
 
@@ -397,8 +398,15 @@ func (w *podWorker) kill(crr *v1alpha1.ContainerRecreateRequest, pod *corev1.Pod
 	m.killedID = k.target
 	w.mu.Unlock()
 	log.WithField("grace", remaining.Round(time.Millisecond)).Info("stopping container")
-	w.e.event(crr, corev1.EventTypeNormal, EventReasonKilling,
-		"Stopping container %s for ContainerRecreateRequest %s", k.container, crr.Name)
+	if why := crr.Annotations[v1alpha1.AnnotationCRRReason]; why != "" {
+		// The kubelet's words, with the decider's why: whoever reads the pod's events learns it
+		// was the liveness probe, and that the protections let it go.
+		w.e.event(crr, corev1.EventTypeNormal, EventReasonKilling, "Container %s %s (ContainerRecreateRequest %s)",
+			k.container, validation.TruncateMessage(why, v1alpha1.MaxCRRReasonBytes), crr.Name)
+	} else {
+		w.e.event(crr, corev1.EventTypeNormal, EventReasonKilling,
+			"Stopping container %s for ContainerRecreateRequest %s", k.container, crr.Name)
+	}
 	w.stop(log, m, k.target, remaining)
 }
 
