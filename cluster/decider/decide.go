@@ -464,8 +464,9 @@ func (b *budgets) over(p *Pod) []int {
 const budgetRecheck = 5 * time.Second
 
 // check says what holds p's restart back among the budgets and when to decide again; when
-// nothing does (reason ""), the message says which budget lets it go. A pod that a PodDisruptionBudget or PodUnavailableBudget selects is judged by it
-// alone (by each, when one of each selects it); the others by the workload's default.
+// nothing does (reason ""), the message says which budget lets it go. A pod that a
+// PodDisruptionBudget or PodUnavailableBudget selects is judged by it alone (by each, when one of
+// each selects it); the others by the workload's default.
 func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 	over := b.over(p)
 	if len(over) == 0 {
@@ -477,7 +478,8 @@ func (b *budgets) check(p *Pod) (Reason, string, time.Duration) {
 			return ReasonMaxUnavailable, fmt.Sprintf("%d of %s's pods are unavailable, terminating or being recreated; maxUnavailable is %d (%s)",
 				others, b.in.Workload, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
 		}
-		return "", fmt.Sprintf("budget ok, %d of %d unavailable with it (%s)", others+1, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
+		return "", fmt.Sprintf("budget ok: %d of %s's pods unavailable with this restart, maxUnavailable %d (%s)",
+			others+1, b.in.Workload, b.in.Budget.MaxUnavailable, b.in.Budget.Source), 0
 	}
 	byKind := map[string][]string{}
 	for _, i := range over {
