@@ -52,6 +52,7 @@ YAML
 
 mkdir -p "$dist"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+commit_date=$(git log -1 --format=%cI 2>/dev/null || echo unknown)
 for arch in $arches; do
 	mkdir -p "$stage/$arch"
 	if [[ -n ${PROBESHIM_BINARY:-} ]]; then
@@ -60,7 +61,7 @@ for arch in $arches; do
 		# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target, and
 		# cross-compiles to every architecture without a C toolchain for it.
 		CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath \
-			-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit}" \
+			-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit} -X github.com/probeshim/probeshim/internal/version.commitDate=${commit_date}" \
 			-o "$stage/$arch/probeshim" ./shim/cmd/probeshim
 	fi
 	# nfpm.yaml packages ${PROBESHIM_STAGE}/probeshim: this architecture's binary, for this round.

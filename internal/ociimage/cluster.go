@@ -85,11 +85,12 @@ func ClusterSpec(ctx context.Context, root, dir string, g Git, platforms []Platf
 }
 
 // GoBuild cross-compiles the main package pkg of the module at root for p into out: static
-// (CGO_ENABLED=0), -trimpath, stripped, with g's version in main.version and its commit in
-// internal/version.
+// (CGO_ENABLED=0), -trimpath, stripped, with g's version in main.version and its commit and
+// the commit's date (g.Created: SOURCE_DATE_EPOCH, else the commit's) in internal/version.
 func GoBuild(ctx context.Context, root, pkg string, p Platform, g Git, out string) error {
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
-	ldflags := "-s -w -X main.version=" + g.Version + " -X " + version.CommitFlag + "=" + g.Revision
+	ldflags := "-s -w -X main.version=" + g.Version + " -X " + version.CommitFlag + "=" + g.Revision +
+		" -X " + version.CommitDateFlag + "=" + g.Created.UTC().Format(time.RFC3339)
 	_, err := run(ctx, root, env, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
 	return err
 }

@@ -275,8 +275,8 @@ func TestClusterImageFromSource(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s --version: %v\n%s", bin, err, out)
 	}
-	want := "probeshim-cluster 9.8.7 (commit 0123abc, " + runtime.Version()
+	want := "probeshim-cluster 9.8.7 (commit 0123abc of " + created.UTC().Format(time.RFC3339) + ", " + runtime.Version()
 	if !strings.HasPrefix(string(out), want) {
-		t.Errorf("--version printed %q: want %q, a commit and %s", out, want, runtime.Version())
+		t.Errorf("--version printed %q: want %q, the commit, its date and %s", out, want, runtime.Version())
 	}
 }

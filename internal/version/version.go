@@ -15,14 +15,33 @@ import (
 // CommitFlag is the -X flag that sets the commit: -ldflags "-X <CommitFlag>=<commit>".
 const CommitFlag = "github.com/probeshim/probeshim/internal/version.commit"
 
-// commit is set at build time (see CommitFlag); builds without it fall back to Go's own VCS
-// stamp, which -buildvcs=false (or a build outside git) leaves out.
-var commit string
+// CommitDateFlag is the -X flag that sets the commit's date (RFC 3339): from git, never the build's
+// clock, so that builds of one commit stay identical.
+const CommitDateFlag = "github.com/probeshim/probeshim/internal/version.commitDate"
 
-// String is "<version> (commit <commit>, <go version> <os>/<arch>)" for the version the binary was
-// built with.
+// commit and commitDate are set at build time (see CommitFlag, CommitDateFlag); builds without
+// them fall back to Go's own VCS stamp, which -buildvcs=false (or a build outside git) leaves out.
+var commit, commitDate string
+
+// String is "<version> (commit <commit> of <date>, <go version> <os>/<arch>)" for the version the
+// binary was built with.
 func String(version string) string {
-	return fmt.Sprintf("%s (commit %s, %s %s/%s)", version, Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%s (commit %s of %s, %s %s/%s)", version, Commit(), CommitDate(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// CommitDate is when the commit was made (RFC 3339), or "unknown".
+func CommitDate() string {
+	if commitDate != "" {
+		return commitDate
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.time" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
 }
 
 // Commit is the git commit the binary was built from, or "unknown".
@@ -63,7 +82,7 @@ func BuildInfo(version string) prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "probeshim_build_info",
 		Help: "Always 1; its labels are the version, commit and Go version of the running binary.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": Commit(), "goversion": runtime.Version(),
+		ConstLabels: prometheus.Labels{"version": version, "revision": Commit(), "commit_date": CommitDate(), "goversion": runtime.Version(),
 			"goos": runtime.GOOS, "goarch": runtime.GOARCH},
 	})
 	g.Set(1)

@@ -73,7 +73,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	if ns == "" {
 		ns = "probeshim-system"
 	}
-	fs.BoolVar(&o.printVersion, "version", false, "print the version, the commit and the Go version, and exit")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version, the commit and its date, and the Go version, and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview; see the ClusterRole probeshim-metrics-reader); false serves plain HTTP to anyone who reaches the port")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")

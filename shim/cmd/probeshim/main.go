@@ -39,7 +39,7 @@ Usage:
   probeshim status [flags]     show what the running service probes and each probe's last result;
                                -o json|yaml for scripts; exit code 0 live, 1 degraded, 3 not running
   probeshim config check FILE  check a config file as the service would read it (0 valid, 1 not)
-  probeshim version            print the version, the commit and the Go version
+  probeshim version            print the version, the commit and its date, and the Go version (also --version)
 
 The service reads /etc/probeshim/config.yaml (see --config); flags override the file.
 Logs go to journald with fields under systemd (journalctl -u probeshim POD_NAME=web-0), else to stderr.
@@ -52,6 +52,9 @@ func main() {
 	cmd := ""
 	if len(args) > 0 && (args[0] == "status" || args[0] == "version" || args[0] == "run" || args[0] == "config") {
 		cmd, args = args[0], args[1:]
+	}
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		cmd = "version" // as probeshim-cluster --version
 	}
 	var err error
 	switch cmd {
