@@ -84,6 +84,10 @@ type Update struct {
 	Result  Result
 	Message string
 	Time    time.Time
+	// Errored: an Unknown that says why the probe could not run (Message), while the engine knows
+	// no result of it. A result its consumer kept from before (a previous run of the service) is
+	// better than that.
+	Errored bool
 }
 
 // ExecResult is the outcome of a command that ran to completion.

@@ -213,7 +213,7 @@ func (w *worker) probeError(containerID string, err error) {
 		return
 	}
 	if !w.published || w.pubResult == Unknown {
-		w.publish(Unknown, ErrorMessage(err))
+		w.publishUpdate(Unknown, ErrorMessage(err), true)
 	}
 	if w.erroring || !w.m.errorLogs.AllowN(w.m.clock.Now(), 1) {
 		if w.m.debug() {
@@ -230,7 +230,9 @@ func (w *worker) probeError(containerID string, err error) {
 func ErrorMessage(err error) string {
 	msg := err.Error()
 	switch lower := strings.ToLower(msg); {
-	case strings.Contains(lower, "executable file not found") || strings.Contains(lower, "no such file or directory"):
+	// runc's words for a command that is not there: not in $PATH, or a path that does not exist.
+	case strings.Contains(lower, "executable file not found") ||
+		(strings.Contains(lower, `exec: "`) && strings.Contains(lower, "no such file or directory")):
 		return "probe error: command not found: " + msg
 	case strings.Contains(lower, "permission denied"):
 		return "probe error: permission denied: " + msg
@@ -248,13 +250,15 @@ func (w *worker) notRunning() {
 	w.publish(Unknown, "container is not running")
 }
 
-func (w *worker) publish(r Result, msg string) {
+func (w *worker) publish(r Result, msg string) { w.publishUpdate(r, msg, false) }
+
+func (w *worker) publishUpdate(r Result, msg string, errored bool) {
 	msg = capMessage(msg)
 	if w.published && r == w.pubResult && msg == w.pubMessage {
 		return // the store holds it already: set would change nothing
 	}
 	w.published, w.pubResult, w.pubMessage = true, r, msg
-	u := Update{Key: w.key, Result: r, Message: msg, Time: w.m.clock.Now()}
+	u := Update{Key: w.key, Result: r, Message: msg, Time: w.m.clock.Now(), Errored: errored}
 	if w.m.results.set(u, &w.gone) && w.m.debug() {
 		w.logger().Debug("probe result changed", "result", r.String(), "message", u.Message)
 	}

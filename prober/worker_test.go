@@ -277,12 +277,25 @@ func TestProbeErrorSaysWhyWhileUnknown(t *testing.T) {
 	h.exec.push(notFound)
 	h.probe(k)
 	h.expectMessage(k, Unknown, `probe error: command not found: failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)
+	if u, _ := h.result(k); !u.Errored {
+		t.Error("the error's Unknown is not marked Errored")
+	}
 	h.exec.push(execOutcome{err: errors.New("open /proc/self/fd/3: permission denied")})
 	h.probe(k)
 	h.expectMessage(k, Unknown, "probe error: permission denied: open /proc/self/fd/3: permission denied")
 	h.exec.push(ok)
 	h.probe(k)
 	h.expect(k, Success)
+	if u, _ := h.result(k); u.Errored {
+		t.Error("a result marked as an error")
+	}
+	// A runtime error that names a missing file of its own is no missing command.
+	if m := ErrorMessage(errors.New(`failed to start io pipe copy: containerd-shim: opening file "/proc/152/fd/12" failed: open /proc/152/fd/12: no such file or directory`)); strings.Contains(m, "command not found") {
+		t.Errorf("ErrorMessage: %q", m)
+	}
+	if m := ErrorMessage(errors.New(`exec: "/bin/idle-check": stat /bin/idle-check: no such file or directory`)); !strings.HasPrefix(m, "probe error: command not found: ") {
+		t.Errorf("ErrorMessage of a missing path: %q", m)
+	}
 }
 
 // SEMANTICS: spec changes (timeout, handler, thresholds) apply without a restart.

@@ -105,10 +105,12 @@ func (b *book) retain(spec *v1alpha1.NodePodProbeSpec, refused []refusal, now ti
 // for a change of state to Succeeded or Failed, the transition.
 func (b *book) apply(pod podMeta, u prober.Update) (changed, messageOnly bool, t *transition) {
 	state := stateOf(u.Result)
-	if state == v1alpha1.ProbeUnknown && u.Message == "" {
-		// The engine's first word on a container it has not probed yet. A
-		// state seeded from an earlier run is better than that.
-		if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil {
+	if state == v1alpha1.ProbeUnknown && (u.Message == "" || u.Errored) {
+		// The engine's first word on a container it has not probed yet, or why it could not
+		// probe it yet. A result seeded from an earlier run is better than that (an error while
+		// the service restarts, say); an Unknown seeded is not better than a reason.
+		if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil &&
+			(u.Message == "" || e.probes[u.Key.Probe].State != v1alpha1.ProbeUnknown) {
 			return false, false, nil
 		}
 	}

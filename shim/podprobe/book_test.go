@@ -70,6 +70,28 @@ func TestBookSeedSurvivesRestart(t *testing.T) {
 	}
 }
 
+// Why a probe could not run yet (an error while the service restarts) does not replace a result
+// seeded from its earlier run; it does replace a seeded Unknown, which said less.
+func TestBookSeedBeatsAnError(t *testing.T) {
+	b := newBook()
+	b.seed(&v1alpha1.NodePodProbeStatus{PodProbeStatuses: []v1alpha1.PodProbeStatus{{
+		Name: web.name, Namespace: web.namespace, UID: web.uid,
+		ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#idle", State: v1alpha1.ProbeSucceeded, Message: "ok"},
+			{Name: "m#new", State: v1alpha1.ProbeUnknown}},
+	}}})
+	errored := func(probe string) prober.Update {
+		u := update(probe, prober.Unknown, "probe error: failed to start io pipe copy", t0)
+		u.Errored = true
+		return u
+	}
+	if changed, _, _ := b.apply(web, errored("m#idle")); changed {
+		t.Error("a probe error replaced the seeded Succeeded")
+	}
+	if changed, _, _ := b.apply(web, errored("m#new")); !changed {
+		t.Error("a probe error did not replace a seeded Unknown without a reason")
+	}
+}
+
 func TestBookRetainDropsExactlyWhatLeftTheSpec(t *testing.T) {
 	b := newBook()
 	b.apply(web, update("a#p", prober.Success, "", t0))
