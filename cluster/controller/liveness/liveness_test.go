@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -304,13 +305,17 @@ func TestLivenessEntriesFollowPods(t *testing.T) {
 	// and comes back once it has started.
 	setStarted := func(started bool) {
 		t.Helper()
-		cur := &corev1.Pod{}
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
-			t.Fatal(err)
-		}
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", Started: &started,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
-		if err := env.Client.Status().Update(ctx, cur); err != nil {
+		// The controller writes the pod's LivenessProtected condition meanwhile: read again on a conflict.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &corev1.Pod{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+				return err
+			}
+			cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", Started: &started,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+			return env.Client.Status().Update(ctx, cur)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
