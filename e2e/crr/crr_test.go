@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,6 +241,14 @@ func (s *suite) stoppedAt(t *testing.T, containerID string) time.Time {
 	}
 	defer conn.Close()
 	st, err := rs.ContainerStatus(framework.Context(t, 10*time.Second), &runtimeapi.ContainerStatusRequest{ContainerId: stripID(containerID)})
+	if grpcstatus.Code(err) == codes.NotFound {
+		// The kubelet's container GC removed the exited instance already: the pods' statuses keep
+		// its end as the last state (whole seconds).
+		if at, ok := s.finishedInStatus(t, containerID); ok {
+			t.Logf("container %s removed by the kubelet; its end from the pod's status: %s", containerID, at.Format(time.RFC3339))
+			return at
+		}
+	}
 	if err != nil {
 		t.Fatalf("status of container %s: %v", containerID, err)
 	}
@@ -246,6 +256,23 @@ func (s *suite) stoppedAt(t *testing.T, containerID string) time.Time {
 		t.Fatalf("container %s has not exited (%s)", containerID, st.GetStatus().GetState())
 	}
 	return time.Unix(0, st.GetStatus().GetFinishedAt())
+}
+
+// finishedInStatus finds containerID as a last state in the pods of the test namespaces.
+func (s *suite) finishedInStatus(t *testing.T, containerID string) (time.Time, bool) {
+	t.Helper()
+	pods, err := s.c.Kube.CoreV1().Pods("").List(framework.Context(t, 10*time.Second), metav1.ListOptions{})
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if term := cs.LastTerminationState.Terminated; term != nil && term.ContainerID == containerID {
+				return term.FinishedAt.Time, true
+			}
+		}
+	}
+	return time.Time{}, false
 }
 
 // restarted waits until the pod reports container name running with restartCount want.
