@@ -279,7 +279,7 @@ func (d *decider) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	d.markSeen(wl, views, now)
 	var disruption []DisruptionBudget
-	if slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 }) {
+	if hasFailures(views) {
 		// Workloads that share a disruption budget are decided one at a time, from the budget
 		// counted through to the requests created, so two workers never spend its last disruption
 		// twice.
@@ -498,12 +498,17 @@ func (d *decider) nodeNotReady(ctx context.Context, node string, seen map[string
 	return why, nil
 }
 
+// hasFailures: some pod of views has liveness failures to decide on (new or recorded unstarted).
+func hasFailures(views []Pod) bool {
+	return slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 })
+}
+
 // unhealthyCluster says why the cluster-wide restart rate is slowed now, or "": more than
 // rateLimit.unhealthyShare of all pods with liveness results fail at once. Counted only when
 // the workload has failures to decide on.
 func (d *decider) unhealthyCluster(ctx context.Context, views []Pod, nodes *nodeViews) (string, error) {
 	s := nodes.settings
-	if s == nil || !slices.ContainsFunc(views, func(p Pod) bool { return len(p.Failing) > 0 || len(p.Unstarted) > 0 }) {
+	if s == nil || !hasFailures(views) {
 		return "", nil
 	}
 	if err := nodes.count(ctx, &d.totals, d.client); err != nil {
