@@ -53,19 +53,24 @@ YAML
 mkdir -p "$dist"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 commit_date=$(git log -1 --format=%cI 2>/dev/null || echo unknown)
+# Static (CGO_ENABLED=0): the same binaries run on every distribution the packages target, and
+# cross-compile to every architecture without a C toolchain for it.
+build() { # arch output package
+	CGO_ENABLED=0 GOOS=linux GOARCH=$1 $GO build -trimpath \
+		-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit} -X github.com/probeshim/probeshim/internal/version.commitDate=${commit_date}" \
+		-o "$2" "$3"
+}
 for arch in $arches; do
 	mkdir -p "$stage/$arch"
 	if [[ -n ${PROBESHIM_BINARY:-} ]]; then
 		install -m 0755 "$PROBESHIM_BINARY" "$stage/$arch/probeshim"
 	else
-		# Static (CGO_ENABLED=0): the same binary runs on every distribution the packages target, and
-		# cross-compiles to every architecture without a C toolchain for it.
-		CGO_ENABLED=0 GOOS=linux GOARCH=$arch $GO build -trimpath \
-			-ldflags "-s -w -X main.version=${version} -X github.com/probeshim/probeshim/internal/version.commit=${commit} -X github.com/probeshim/probeshim/internal/version.commitDate=${commit_date}" \
-			-o "$stage/$arch/probeshim" ./shim/cmd/probeshim
+		build "$arch" "$stage/$arch/probeshim" ./shim/cmd/probeshim
 	fi
-	# nfpm.yaml packages ${PROBESHIM_STAGE}/probeshim: this architecture's binary, for this round.
-	install -m 0755 "$stage/$arch/probeshim" "$stage/probeshim"
+	build "$arch" "$stage/$arch/probeshim-metrics" ./shim/cmd/probeshim-metrics
+	# nfpm.yaml packages ${PROBESHIM_STAGE}/probeshim and probeshim-metrics: this architecture's
+	# binaries, for this round.
+	install -m 0755 "$stage/$arch/probeshim" "$stage/$arch/probeshim-metrics" "$stage/"
 	# nfpm maps Go's names (amd64, arm64) to each format's (amd64/x86_64, arm64/aarch64).
 	export PROBESHIM_VERSION=$version PROBESHIM_ARCH=$arch PROBESHIM_STAGE=$stage
 	# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder here.
