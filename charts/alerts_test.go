@@ -3,6 +3,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -161,6 +163,24 @@ func TestMonitoringValues(t *testing.T) {
 	data, _, _ := unstructured.NestedString(cm.Object, "data", "probeshim.json")
 	if want, _ := os.ReadFile(dashboardFile); strings.TrimSpace(data) != strings.TrimSpace(string(want)) {
 		t.Errorf("the dashboard ConfigMap does not hold %s as it is", dashboardFile)
+	}
+	if len(filter(objs, "ScrapeConfig")) != 0 {
+		t.Error("a ScrapeConfig for the nodes rendered without monitoring.nodes.enabled")
+	}
+	nodes := render(t, map[string]any{"monitoring": map[string]any{"enabled": true,
+		"nodes": map[string]any{"enabled": true, "nodeSelector": map[string]any{"example.com/pool": "probed"}}}})
+	var sc monitoringv1alpha1.ScrapeConfig
+	strict(t, find(t, nodes, "ScrapeConfig", "probeshim-nodes"), &sc)
+	if a := sc.Spec.Authorization; a == nil || a.Credentials == nil || a.Credentials.Name != "probeshim-node-scraper-token" {
+		t.Errorf("the node ScrapeConfig's credentials: %+v", a)
+	} else if s := find(t, nodes, "Secret", a.Credentials.Name); s.GetAnnotations()["kubernetes.io/service-account.name"] != "probeshim-node-scraper" {
+		t.Errorf("the token Secret is not the scraper's: %v", s.GetAnnotations())
+	}
+	if b := find(t, nodes, "ClusterRoleBinding", "probeshim-metrics-reader-node-scraper"); !strings.Contains(fmt.Sprint(b.Object["subjects"]), "probeshim-node-scraper") {
+		t.Errorf("node scraper binding subjects %v", b.Object["subjects"])
+	}
+	if b, _ := json.Marshal(sc.Spec.RelabelConfigs); !strings.Contains(string(b), "__meta_kubernetes_node_label_example_com_pool") || !strings.Contains(string(b), "${1}:10269") {
+		t.Errorf("relabelings %s: want the node selector kept and port 10269", b)
 	}
 	if _, err := renderErr(map[string]any{"monitoring": map[string]any{"enabled": true}, "metrics": map[string]any{"port": 0}}); err == nil ||
 		!strings.Contains(err.Error(), "metrics.port") {
