@@ -114,7 +114,7 @@ e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
 	rows="$(or $(ROW),$(ROWS))"; e2e/rowenv.sh $${rows%% *} >/dev/null || exit 1; \
 	for row in $${rows#* }; do [ $$row = $${rows%% *} ] || nice -n 19 e2e/rowenv.sh $$row >/dev/null & done; \
-	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); rc=0; \
+	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); export PROBESHIM_PROMETHEUS=$$(hack/promtool.sh prometheus) || exit 1; rc=0; \
 	for row in $$rows; do \
 		pkgs="$(call slow_first,$(shell $(GO) list $(E2E_PKGS)))"; skip=; \
 		[ $$row = k1.37-c2.4 ] || { pkgs="$(call slow_first,$(shell $(GO) list $(ROW2_E2E_PKGS)))"; skip='$(ROW2_E2E_SKIP)'; }; \

@@ -43,6 +43,7 @@ type suite struct {
 	c    *framework.Cluster
 	svc  *framework.NodeService
 	crrs *crrLog
+	mon  *monitoring
 	// defaultConfig is the decider's configuration as cluster/deploy ships it.
 	defaultConfig string
 }
@@ -67,6 +68,7 @@ func setup(t testing.TB) *suite {
 	}
 	s := &suite{c: c, svc: c.StartNodeService(t), crrs: crrs, defaultConfig: doc}
 	c.WaitForServed(t, c.Rig.NodeName()) // enhanced-liveness pods are scheduled only onto served nodes
+	s.mon = s.startMonitoring(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster deployment:\n%s", cluster.Diagnose(c))
@@ -98,6 +100,7 @@ func TestDecider(t *testing.T) {
 	t.Run("global switch off", s.testSwitchOff)
 	t.Run("invalid config", s.testInvalidConfig)
 	t.Run("metrics need a token", s.testMetricsAuth)
+	t.Run("monitoring", s.testMonitoring)
 	t.Run("blacklist", s.testBlacklist)
 	t.Run("dry run", s.testDryRun)
 	t.Run("rate limit", s.testRateLimit)
@@ -172,6 +175,7 @@ func (s *suite) testBreaker(t *testing.T) {
 		}
 	}
 	s.checkMetric(t, "probeshim_decider_circuit_breakers_open", func(v float64) bool { return v >= 1 }, "at least 1")
+	s.waitAlert(t, "ProbeshimCircuitBreakerOpen", "firing", time.Minute) // resolves in "monitoring"
 	// The decider decides again with every pod Ready (the breaker is all that holds now): one
 	// pod's emergency switch is a change it reports, after deciding the whole workload anew.
 	s.annotatePod(t, pods[0], decider.AnnotationRestartDisabled, "true")

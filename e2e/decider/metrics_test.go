@@ -59,6 +59,12 @@ func (s *suite) scrape(ctx context.Context, pod, token string) (int, string, err
 	if err != nil {
 		return 0, "", err
 	}
+	return s.getHTTPS(ctx, "https://"+net.JoinHostPort(p.Status.PodIP, "8443")+"/metrics", token)
+}
+
+// getHTTPS GETs url inside the rig with token ("" for none), not verifying the server's
+// certificate (self-signed: the caller is what is checked), and returns the status and body.
+func (s *suite) getHTTPS(ctx context.Context, url, token string) (int, string, error) {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return rig.DialNetNS(ctx, s.c.NetNSPath(), network, addr)
@@ -66,7 +72,7 @@ func (s *suite) scrape(ctx context.Context, pod, token string) (int, string, err
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed; the token is what counts
 		DisableKeepAlives: true,
 	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(p.Status.PodIP, "8443")+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

@@ -29,18 +29,27 @@ import (
 // Package is the node service's command, as `go build` names it.
 const Package = "./shim/cmd/probeshim"
 
+// MetricsPackage is the node metrics proxy's command (probeshim-metrics).
+const MetricsPackage = "./shim/cmd/probeshim-metrics"
+
 // Build builds the node service from the module at root into dir (made if
 // missing) and returns the binary's path, dir/probeshim.
 func Build(ctx context.Context, root, dir string) (string, error) {
+	return BuildCommand(ctx, root, dir, Package)
+}
+
+// BuildCommand builds the command pkg of the module at root into dir (made
+// if missing) and returns the binary's path.
+func BuildCommand(ctx context.Context, root, dir, pkg string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, filepath.Base(Package))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, Package)
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, b)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
 }
@@ -134,6 +143,15 @@ func Launch(ctx context.Context, r *rig.Rig, o Options) (*Service, error) {
 
 // StatusSocket is the service's `probeshim status` socket.
 func (s *Service) StatusSocket() string { return s.o.StatusSocket }
+
+// MetricsAddress is where the service serves /metrics (the netns's loopback).
+func (s *Service) MetricsAddress() string { return s.o.Health }
+
+// Kubeconfig is the service's identity.
+func (s *Service) Kubeconfig() string { return s.o.Kubeconfig }
+
+// ConfigFile is the service's config file.
+func (s *Service) ConfigFile() string { return filepath.Join(s.o.Dir, "config.yaml") }
 
 // LogPath is the file the service logs to.
 func (s *Service) LogPath() string { return s.o.Log }

@@ -160,4 +160,3 @@ func get(ctx context.Context, t *testing.T, url, token string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
-
