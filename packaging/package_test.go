@@ -64,6 +64,7 @@ func TestPackages(t *testing.T) {
 	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
 	t.Run("cri-socket", func(t *testing.T) { t.Parallel(); testCRISocket(t, f) })
 	t.Run("no-systemd", func(t *testing.T) { t.Parallel(); testWithoutSystemd(t, f) })
+	t.Run("metrics-socket", func(t *testing.T) { t.Parallel(); testMetricsSocket(t, f) })
 	t.Run("rig", func(t *testing.T) { testOnRig(t, f) })
 }
 
@@ -125,6 +126,8 @@ func setup(t *testing.T) *fixture {
 			"./packaging/internal/sandboxcheck")
 		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "cricheck"),
 			"./packaging/internal/cricheck")
+		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "httpsget"),
+			"./packaging/internal/httpsget")
 	})
 	for i := range f.deb {
 		f.deb[i] = filepath.Join(f.build, f.deb[i])
@@ -585,6 +588,51 @@ func testCRISocket(t *testing.T, f *fixture) {
 		n.sh("dpkg -P probeshim")
 		if n.exists("/etc/systemd/system/sockets.target.wants/" + criSocketUnit) {
 			t.Fatalf("enablement of %s left after purge", criSocketUnit)
+		}
+	})
+}
+
+// testMetricsSocket opens the node's authenticated metrics port with the packaged units: shipped
+// disabled, the socket listens once enabled, the first connection starts probeshim-metrics under
+// its sandbox, which refuses a caller without a token (answered without asking the API server:
+// the node here has none), and removing the package stops both.
+func testMetricsSocket(t *testing.T, f *fixture) {
+	n := bootNode(t, f, "pkgtest-metrics", nspawn.Options{})
+	const socket, service, url = "probeshim-metrics.socket", "probeshim-metrics.service", "https://127.0.0.1:10269/metrics"
+	step(t, "install: socket present and disabled, nothing listening", func() {
+		n.sh("dpkg -i %s", in(f.deb[0]))
+		if got, _ := n.try("systemctl is-enabled %s", socket); got != "disabled" {
+			t.Fatalf("%s is-enabled = %q after install, want disabled", socket, got)
+		}
+		if out, ok := n.try("/pkgs/httpsget %s", url); ok {
+			t.Fatalf("port 10269 answered before the socket was enabled: %s", out)
+		}
+	})
+	step(t, "enable: the first connection starts the proxy, which refuses a caller without a token", func() {
+		// Credentials the proxy can read; the API server they name is never asked for a caller
+		// without a token.
+		n.sh(`mkdir -p /etc/probeshim && printf '%%s\n' 'apiVersion: v1' 'kind: Config' 'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]' 'users: [{name: u, user: {token: x}}]' 'contexts: [{name: c, context: {cluster: c, user: u}}]' 'current-context: c' >/etc/probeshim/kubeconfig`)
+		n.sh("systemctl enable --now %s 2>&1", socket)
+		if got, _ := n.try("systemctl is-active %s", service); got == "active" {
+			t.Fatalf("%s started before any connection", service)
+		}
+		if got := n.sh("/pkgs/httpsget %s", url); !strings.HasPrefix(got, "401 ") {
+			t.Fatalf("GET %s without a token: %q, want 401", url, got)
+		}
+		if got, _ := n.try("systemctl is-active %s", service); got != "active" {
+			t.Fatalf("%s is %q after a connection, want active", service, got)
+		}
+		n.eventually("the proxy logging what it serves", 20*time.Second, func() bool {
+			out, _ := n.try("journalctl --no-pager -o cat -u %s | grep -c 'serving the node service'", service)
+			return out != "" && out != "0"
+		})
+	})
+	step(t, "remove: socket and proxy stopped", func() {
+		n.sh("dpkg -r probeshim")
+		for _, u := range []string{socket, service} {
+			if got, _ := n.try("systemctl is-active %s", u); got == "active" {
+				t.Fatalf("%s still active after remove", u)
+			}
 		}
 	})
 }
