@@ -4,6 +4,7 @@ package decider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
@@ -31,13 +35,14 @@ const alertFor = 5 * time.Second
 // authentication, with probeshim's alert rules.
 type monitoring struct {
 	nodeURL  string // https://<node IP>:10269
+	dir      string // Prometheus' files
 	prom     *prometheus.Server
 	timeline *prometheus.Timeline
 }
 
 // startMonitoring starts probeshim-metrics for the suite's node service and a Prometheus that
-// discovers its targets as the chart's ScrapeConfig and ServiceMonitor do (Kubernetes node and
-// pod discovery), scraping with the token of a service account bound to probeshim-metrics-reader.
+// scrapes it and the deployment at the addresses the chart's ScrapeConfig and ServiceMonitor
+// find, with the token of a service account bound to probeshim-metrics-reader.
 func (s *suite) startMonitoring(t testing.TB) *monitoring {
 	t.Helper()
 	listen := net.JoinHostPort(rig.NodeIP, nodeMetricsPort)
@@ -60,7 +65,9 @@ func (s *suite) startMonitoring(t testing.TB) *monitoring {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	kubeconfig := s.c.Rig.AdminKubeconfig()
+	// Debian's Prometheus is built without Kubernetes discovery: the suite lists the addresses it
+	// would find (the node's InternalIP at probeshim-metrics' port, the deployment's pods at their
+	// metrics port) in file_sd files, refreshed by refreshTargets.
 	config := fmt.Sprintf(`global:
   scrape_interval: 2s
   scrape_timeout: 2s
@@ -71,26 +78,23 @@ scrape_configs:
   scheme: https
   tls_config: {insecure_skip_verify: true}
   authorization: {credentials_file: %[1]s/token}
-  kubernetes_sd_configs: [{role: node, kubeconfig_file: %[2]s}]
-  relabel_configs:
-  - {source_labels: [__address__], regex: '(.+):[0-9]+', replacement: '${1}:%[3]s', target_label: __address__}
-  - {source_labels: [__meta_kubernetes_node_name], target_label: node}
+  file_sd_configs: [{files: [%[1]s/nodes.json], refresh_interval: 1s}]
 - job_name: probeshim-cluster
   scheme: https
   tls_config: {insecure_skip_verify: true}
   authorization: {credentials_file: %[1]s/token}
-  kubernetes_sd_configs: [{role: pod, kubeconfig_file: %[2]s, namespaces: {names: [%[4]s]}}]
-  relabel_configs:
-  - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
-  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
-`, dir, kubeconfig, nodeMetricsPort, cluster.Namespace)
+  file_sd_configs: [{files: [%[1]s/cluster.json], refresh_interval: 1s}]
+`, dir)
 	prom, err := prometheus.Start(ctx, s.c.Rig, bin, dir, config, map[string][]byte{
 		"token": []byte(token), "alerts.yaml": prometheus.ShortenFor(rules, alertFor)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(prom.Stop)
-	m := &monitoring{nodeURL: "https://" + listen, prom: prom, timeline: prom.Watch(context.Background())}
+	m := &monitoring{nodeURL: "https://" + listen, dir: dir, prom: prom, timeline: prom.Watch(context.Background())}
+	if err := s.refreshTargets(ctx, m); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		t.Logf("alert timeline (Prometheus polled every second, rules' for: %s):\n%s", alertFor, m.timeline.Stop())
 		if t.Failed() {
@@ -98,6 +102,53 @@ scrape_configs:
 		}
 	})
 	return m
+}
+
+// refreshTargets writes the scrape targets as discovery would find them now: each node at its
+// InternalIP and the metrics port, each running pod of the deployment at its IP and 8443.
+func (s *suite) refreshTargets(ctx context.Context, m *monitoring) error {
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	nodes, err := s.c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var ng []group
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ng = append(ng, group{[]string{net.JoinHostPort(a.Address, nodeMetricsPort)}, map[string]string{"node": n.Name}})
+				break
+			}
+		}
+	}
+	pods, err := s.c.Kube.CoreV1().Pods(cluster.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var cg []group
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+			cg = append(cg, group{[]string{net.JoinHostPort(p.Status.PodIP, "8443")}, map[string]string{"pod": p.Name}})
+		}
+	}
+	for name, g := range map[string][]group{"nodes.json": ng, "cluster.json": cg} {
+		b, err := json.Marshal(g)
+		if err != nil {
+			return err
+		}
+		// Written whole and renamed: Prometheus never reads half a file.
+		tmp := filepath.Join(m.dir, "."+name)
+		if err := os.WriteFile(tmp, b, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(m.dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitAlert waits until the alert (name, with {node=...} for a node's) is in state: "firing", or
@@ -154,6 +205,9 @@ func (s *suite) testMonitoring(t *testing.T) {
 		}
 	}
 
+	if err := s.refreshTargets(ctx, s.mon); err != nil {
+		t.Fatal(err)
+	}
 	err = framework.WaitFor(ctx, time.Minute, "Prometheus scraping the node and the deployment", func(ctx context.Context) (bool, string, error) {
 		targets, err := s.mon.prom.Targets(ctx)
 		if err != nil {
