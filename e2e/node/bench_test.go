@@ -161,6 +161,22 @@ func BenchmarkScale100(b *testing.B) {
 	}
 	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
 	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
+	// What a scraper stores of this node: /metrics must not grow with the pods (issue 32);
+	// /metrics/probes has the kubelet's per-container series, for whoever opts in to them.
+	for _, path := range []string{"/metrics", "/metrics/probes"} {
+		body, err := svc.Get(framework.Context(b, time.Minute), path)
+		if err != nil {
+			b.Fatalf("GET %s: %v", path, err)
+		}
+		n := 0
+		for _, line := range strings.Split(body, "\n") {
+			if line != "" && !strings.HasPrefix(line, "#") {
+				n++
+			}
+		}
+		b.Logf("%s at %d pods x 3 probes: %d series", path, pods, n)
+		b.ReportMetric(float64(n), strings.TrimPrefix(strings.ReplaceAll(path, "/", "-"), "-")+"-series")
+	}
 	deletePods(b, c, created)
 }
 
