@@ -42,7 +42,7 @@ export PROBESHIM_CACHE ?= /var/cache/probeshim
 GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
-.PHONY: all build lint unit integration test e2e bench generate verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
+.PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
 	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat
 
 all: build
@@ -172,7 +172,13 @@ bench-run: deps-rig deps-runc-build
 			./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/ || exit 1; \
 	done
 
-generate:
+## generate: deepcopy code and CRD manifests (controller-gen), and the metrics reference docs/metrics.md from
+## the collectors the code registers (hack/metricsdoc).
+generate: generate-code
+	$(GO) run ./hack/metricsdoc
+
+# generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
+generate-code:
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	@# OpenKruise's types that probeshim reads only: deep copies, never CRDs.
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./cluster/internal/kruiseapi/...
@@ -180,7 +186,7 @@ generate:
 	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
 	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/
 
-## verify-generated: fails when deepcopy or CRD manifests are stale.
+## verify-generated: fails when deepcopy code, CRD manifests or docs/metrics.md are stale.
 verify-generated:
 	@hack/verify-generated.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fails when the generated deepcopy code or CRD manifests in apis/ are not what `make generate`
-# produces. It generates into a scratch copy of the module, so the working tree is never touched
-# (safe to run while others edit it, and on a read-only checkout).
+# Fails when the generated deepcopy code or CRD manifests in apis/, or the metrics reference
+# docs/metrics.md, are not what `make generate` produces. The code is generated into a scratch copy
+# of the module and the reference in memory, so the working tree is never touched (safe to run
+# while others edit it, and on a read-only checkout).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -18,10 +19,13 @@ cp -a cluster/internal/kruiseapi "$tmp/cluster/internal/kruiseapi"
 find "$tmp/apis" "$tmp/cluster/internal/kruiseapi" -name 'zz_generated.*.go' -delete
 rm -f "$tmp/apis/crds/"*.yaml
 
-make -s -C "$tmp" -f "$root/Makefile" generate >/dev/null
+make -s -C "$tmp" -f "$root/Makefile" generate-code >/dev/null
 
 if ! (cd "$tmp" && diff -ru "$root/apis" apis && diff -ru "$root/cluster/internal/kruiseapi" cluster/internal/kruiseapi) >"$tmp/diff"; then
 	cat "$tmp/diff" >&2
 	echo "generated code in apis/ or cluster/internal/kruiseapi/ is stale: run 'make generate' and commit the result" >&2
 	exit 1
 fi
+
+# It says which lines differ and to run `make generate`.
+go run ./hack/metricsdoc -check

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Result label values, as the kubelet spells them.
@@ -133,6 +134,13 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queuedDesc
 }
 
+// MetricTypes tells the metrics reference (internal/metricsref) the types of the series Collect
+// builds: probeshim_probes_total has none before a probe ran.
+func (c collector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
+	return map[*prometheus.Desc]dto.MetricType{probesDesc: dto.MetricType_COUNTER, startDelayDesc: dto.MetricType_HISTOGRAM,
+		startedLateDesc: dto.MetricType_COUNTER, queuedDesc: dto.MetricType_GAUGE}
+}
+
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.m.mu.Lock()
 	pools := []*pool{&c.m.execPool, &c.m.netPool}
@@ -160,6 +168,12 @@ type podCollector struct{ m *Manager }
 func (c podCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- probeTotalDesc
 	ch <- probeDurationDesc
+}
+
+// MetricTypes tells the metrics reference the types of the series Collect builds: there are none
+// without probes.
+func (c podCollector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
+	return map[*prometheus.Desc]dto.MetricType{probeTotalDesc: dto.MetricType_COUNTER, probeDurationDesc: dto.MetricType_HISTOGRAM}
 }
 
 type totalKey struct {

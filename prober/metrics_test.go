@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/probeshim/probeshim/internal/metricsref"
 )
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
@@ -110,6 +112,28 @@ func TestMetrics(t *testing.T) {
 	h.m.Sync(nil)
 	if n := seriesCount(t, h.reg, "prober_probe_total") + seriesCount(t, h.reg, "prober_probe_duration_seconds"); n != 0 {
 		t.Fatalf("%d series left after the worker was removed", n)
+	}
+}
+
+// The types the collectors tell the metrics reference (MetricTypes) are those of their series, every
+// one of which exists after a probe.
+func TestMetricTypes(t *testing.T) {
+	ref := metricsref.NewRegistry()
+	h := newHarness(t, WithRegisterer(ref), WithPodRegisterer(ref))
+	h.m.Sync([]Desired{desired("p", execSpec())})
+	h.running("c1")
+	h.exec.push(ok)
+	h.probe(key("p"))
+	fams, err := ref.Families() // fails where a told type and a series disagree
+	if err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := ref.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != len(fams) {
+		t.Fatalf("%d of %d families have series: the others' told types are not checked", len(mfs), len(fams))
 	}
 }
 

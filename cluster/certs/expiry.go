@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // expiryDesc is the serving certificate's end of validity, read from the files the webhook server
@@ -25,6 +26,12 @@ type ExpiryCollector struct{ certDir string }
 func NewExpiryCollector(certDir string) *ExpiryCollector { return &ExpiryCollector{certDir: certDir} }
 
 func (c *ExpiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- expiryDesc }
+
+// MetricTypes tells the metrics reference (internal/metricsref) the type of the series Collect
+// builds: there is none without a certificate.
+func (c *ExpiryCollector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
+	return map[*prometheus.Desc]dto.MetricType{expiryDesc: dto.MetricType_GAUGE}
+}
 
 func (c *ExpiryCollector) Collect(ch chan<- prometheus.Metric) {
 	b, err := os.ReadFile(filepath.Join(c.certDir, "tls.crt"))

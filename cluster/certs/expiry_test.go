@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/probeshim/probeshim/internal/metricsref"
 	"github.com/probeshim/probeshim/internal/testpki"
 )
 
@@ -29,6 +30,11 @@ func TestExpiryCollector(t *testing.T) {
 	}
 	want := fmt.Sprintf("probeshim_webhook_certificate_expiry_timestamp_seconds %g", float64(notAfter.Unix()))
 	if err := testutil.CollectAndCompare(c, strings.NewReader("# HELP probeshim_webhook_certificate_expiry_timestamp_seconds When the webhook serving certificate in the certificate directory stops being valid (its NotAfter), as a Unix time.\n# TYPE probeshim_webhook_certificate_expiry_timestamp_seconds gauge\n"+want+"\n")); err != nil {
+		t.Error(err)
+	}
+	ref := metricsref.NewRegistry()
+	ref.MustRegister(c)
+	if _, err := ref.Families(); err != nil { // the type MetricTypes tells is the series'
 		t.Error(err)
 	}
 }

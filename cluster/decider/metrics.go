@@ -56,6 +56,12 @@ func newMetrics(tokens func() float64) *metrics {
 	return m
 }
 
+// RegisterMetrics registers the decider's metrics on reg as SetupWithManager does, on collectors of
+// their own: for the metrics reference (hack/metricsdoc).
+func RegisterMetrics(reg prometheus.Registerer) error {
+	return newMetrics(func() float64 { return 0 }).register(reg)
+}
+
 // register adds the metrics to reg; nil registers nothing (the counts are kept all the same).
 func (m *metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {

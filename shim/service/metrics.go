@@ -13,7 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	buildversion "github.com/probeshim/probeshim/internal/version"
 	"github.com/probeshim/probeshim/prober"
+	"github.com/probeshim/probeshim/shim/criproxy"
+	"github.com/probeshim/probeshim/shim/heartbeat"
 )
 
 // metrics are the node service's own series, beside the engine's.
@@ -68,6 +71,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.runtimeErrors.WithLabelValues(op)
 	}
 	return m
+}
+
+// DescribeMetrics registers on node and probes every metric of probeshim's own that the node service
+// serves on /metrics and /metrics/probes, with collectors built as Run builds them but never run:
+// for the metrics reference (hack/metricsdoc). Run also serves client_golang's Go runtime and
+// process series. A metric registered by the running service and not here fails
+// TestMetricsReferenceComplete.
+func DescribeMetrics(node, probes prometheus.Registerer) error {
+	if err := node.Register(buildversion.BuildInfo("")); err != nil {
+		return err
+	}
+	newMetrics(node)
+	if _, err := prober.NewManager(noContainers{}, prober.WithRegisterer(node), prober.WithPodRegisterer(probes)); err != nil {
+		return err
+	}
+	heartbeat.New(heartbeat.Config{Registerer: node})
+	return criproxy.RegisterMetrics(node) // served while the CRI proxy is on
+}
+
+// noContainers is the container source of an engine that never runs.
+type noContainers struct{}
+
+func (noContainers) Container(string, string) (prober.ContainerStatus, bool) {
+	return prober.ContainerStatus{}, false
 }
 
 // writtenResources are what the node service writes: probe results, events, its heartbeat, the

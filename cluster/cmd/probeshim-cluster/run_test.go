@@ -15,11 +15,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -34,13 +36,16 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/cluster/kruise"
+	clustermetrics "github.com/probeshim/probeshim/cluster/metrics"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/metricsref"
 	"github.com/probeshim/probeshim/internal/poll"
 )
 
@@ -220,6 +225,7 @@ func TestRun(t *testing.T) {
 
 	// /metrics answers only callers the API server authenticates and authorizes for it.
 	checkMetrics(t, ctx, c, "https://"+metricsAddr+"/metrics")
+	checkMetricsReference(t)
 
 	// Admission through the command's own server and certificate.
 	pod := &corev1.Pod{
@@ -335,6 +341,29 @@ func checkMetrics(t *testing.T, ctx context.Context, c client.Client, url string
 		}
 		return fmt.Errorf("scrape by probeshim-metrics-reader: %d %.300s", code, body)
 	})
+}
+
+// checkMetricsReference checks that every metric of probeshim's own the command registered on the
+// registry it serves is in the reference (cluster/metrics, docs/metrics.md).
+func checkMetricsReference(t *testing.T) {
+	t.Helper()
+	ref := metricsref.NewRegistry()
+	if err := clustermetrics.Describe(ref); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := ref.Families()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := metricsref.Names(ctrlmetrics.Registry.(prometheus.Collector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "probeshim_") && !slices.ContainsFunc(fams, func(f metricsref.Family) bool { return f.Name == n }) {
+			t.Errorf("%s is registered on /metrics but not in cluster/metrics.Describe", n)
+		}
+	}
 }
 
 // waitFor is poll.Eventually that gives up at once when Run returned.

@@ -111,10 +111,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		func(o client.Object) []string { return []string{o.GetName()} }); err != nil {
 		return fmt.Errorf("indexing NodePodProbes by name: %w", err)
 	}
-	silent := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "probeshim_node_service_silent",
-		Help: "1 while the node service of the node has not renewed its Lease within the grace (its results count as Unknown, its liveness restarts are held), 0 while it has.",
-	}, []string{"node"})
+	silent := newSilent()
 	if err := o.Registry.Register(silent); err != nil {
 		return fmt.Errorf("registering probeshim_node_service_silent: %w", err)
 	}
@@ -137,6 +134,17 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
 }
+
+func newSilent() *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "probeshim_node_service_silent",
+		Help: "1 while the node service of the node has not renewed its Lease within the grace (its results count as Unknown, its liveness restarts are held), 0 while it has.",
+	}, []string{"node"})
+}
+
+// RegisterMetrics registers the controller's gauge on reg as SetupWithManager does, on a collector
+// of its own: for the metrics reference (hack/metricsdoc).
+func RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(newSilent()) }
 
 // nameIndex indexes NodePodProbes by name, for a read of the cached object without a copy.
 const nameIndex = "probeshim.heartbeat.name"

@@ -41,6 +41,10 @@ var unprotectedPods = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Help: "Running pods on the node whose liveness probes admission moved to probeshim and that nothing runs now (condition probeshim.io/LivenessProtected False): the node service is silent or absent, or the probes were left out of the node's NodePodProbe.",
 }, []string{"node"})
 
+// RegisterMetrics registers the controller's gauge on reg, as SetupWithManager does on
+// controller-runtime's registry: for the metrics reference (hack/metricsdoc).
+func RegisterMetrics(reg prometheus.Registerer) error { return reg.Register(unprotectedPods) }
+
 // protection is what the condition should say of one pod.
 type protection struct {
 	status          corev1.ConditionStatus
