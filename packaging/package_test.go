@@ -4,11 +4,13 @@ package packaging
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
+	"github.com/probeshim/probeshim/shim/server"
 )
 
 // fixture is what every container test shares: the extracted base system and the packages.
@@ -185,6 +188,10 @@ systemctl daemon-reload`, unit, unit, execStart)
 		checkJournalFields(t, n)
 	})
 
+	step(t, "systemctl reload: applies logLevel, refuses a broken config and runs on", func() {
+		checkReload(t, n)
+	})
+
 	step(t, "watchdog: a service that stops pinging is aborted and restarted", func() {
 		before := n.prop("NRestarts")
 		// SIGSTOP freezes every thread, so no WATCHDOG=1 arrives, whatever the binary. systemd
@@ -327,6 +334,10 @@ func testRPM(t *testing.T, f *fixture) {
 		n.sh("rpm -i %s %s 2>&1", rpmOpts, in(f.rpm[0]))
 		pid = n.expectStartedOnBareNode()
 		expectCRISocketOff(t, n)
+	})
+
+	step(t, "systemctl reload: applies logLevel, refuses a broken config and runs on", func() {
+		checkReload(t, n)
 	})
 
 	step(t, "environment file /etc/sysconfig/probeshim reaches the service", func() {
@@ -620,6 +631,59 @@ func checkJournalFields(t *testing.T, n *node) {
 		t.Fatalf("filter on a value nobody logged returned %d entries", len(none))
 	}
 	t.Logf("journalctl -u probeshim %s=%s: %d entries, e.g. %q", field, value, len(match), match[0]["MESSAGE"])
+}
+
+// checkReload edits the config of a running service and reloads it (ExecReload=, SIGHUP): a new
+// logLevel applies and a changed setting that needs a restart is named, in the journal and in
+// `probeshim status`; a config that does not load is refused, the service running on (same PID,
+// no restart) and saying why. The config is as before at the end.
+func checkReload(t *testing.T, n *node) {
+	t.Helper()
+	pid, restarts := n.expectRunning(true), n.prop("NRestarts")
+	n.sh("cp /etc/probeshim/config.yaml /run/config.yaml.pkgtest")
+	reload := func(what string, logged ...string) *server.ConfigStatus {
+		t.Helper()
+		n.sh("systemctl reload %s", unit)
+		for _, l := range logged {
+			n.eventually(what+": "+l, 20*time.Second, func() bool { return n.journalHas(l) })
+		}
+		// Back to active/running once the service has said READY=1 again, never restarted.
+		n.eventually(what+": active again", 20*time.Second, func() bool {
+			return n.prop("ActiveState") == "active" && n.prop("SubState") == "running"
+		})
+		if got := n.expectRunning(true); got != pid || n.prop("NRestarts") != restarts {
+			t.Fatalf("%s: the service restarted (PID %s -> %s, NRestarts %s -> %s)", what, pid, got, restarts, n.prop("NRestarts"))
+		}
+		out, _ := n.try("probeshim status -o json") // exit code 1 (degraded) on a node without a cluster
+		var st server.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil || st.Config == nil || st.Config.LastReload == nil {
+			t.Fatalf("%s: probeshim status -o json has no last reload (%v):\n%s", what, err, out)
+		}
+		return st.Config
+	}
+
+	n.sh("printf 'logLevel: debug\\nheartbeat:\\n  namespace: pkgtest-elsewhere\\n' >>/etc/probeshim/config.yaml")
+	c := reload("logLevel: debug", "configuration reloaded: logLevel info -> debug",
+		"heartbeat.namespace changed: restart the service to apply (systemctl restart probeshim)")
+	if !slices.Equal(c.LastReload.Applied, []string{"logLevel"}) || !slices.Equal(c.RestartNeeded, []string{"heartbeat.namespace"}) {
+		t.Fatalf("status after the reload: applied %q, waiting for a restart %q", c.LastReload.Applied, c.RestartNeeded)
+	}
+
+	n.sh("echo 'pkgtestNoSuchSetting: 1' >>/etc/probeshim/config.yaml")
+	c = reload("a broken config", "configuration reload refused", `unknown field \"pkgtestNoSuchSetting\"`)
+	if !strings.Contains(c.LastReload.Error, `unknown field "pkgtestNoSuchSetting"`) {
+		t.Fatalf("status after the refused reload: %+v", c.LastReload)
+	}
+	if text, _ := n.try("probeshim status"); !strings.Contains(text, "CONFIG RELOAD REFUSED") {
+		t.Fatalf("probeshim status does not show the refused reload:\n%s", text)
+	}
+
+	n.sh("cp /run/config.yaml.pkgtest /etc/probeshim/config.yaml && rm /run/config.yaml.pkgtest")
+	c = reload("the config as before", "configuration reloaded: logLevel debug -> info")
+	if c.LastReload.Error != "" || len(c.RestartNeeded) != 0 {
+		t.Fatalf("status after restoring the config: %+v, waiting for a restart %q", c.LastReload, c.RestartNeeded)
+	}
+	t.Logf("reloads: %s", n.sh("journalctl --no-pager -o cat -u %s | grep -e 'configuration reload' -e 'restart the service' -e Reload", unit))
 }
 
 // testOnRig is the hook for the last test of the package issue: the packaged service, under
