@@ -62,6 +62,7 @@ func TestPackages(t *testing.T) {
 			}
 		})
 	})
+	t.Run("changelog", func(t *testing.T) { t.Parallel(); testChangelog(t, f) })
 	t.Run("deb", func(t *testing.T) { t.Parallel(); testDeb(t, f) })
 	t.Run("rpm", func(t *testing.T) { t.Parallel(); testRPM(t, f) })
 	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
@@ -400,6 +401,32 @@ func testRPM(t *testing.T, f *fixture) {
 			t.Fatalf("edited /etc/sysconfig/probeshim not kept as .rpmsave")
 		}
 	})
+}
+
+// testChangelog reads the changelog of the built packages, changelog.Debian.gz and the rpm's
+// %changelog: written from git (packaging/changelog.sh), its newest entry is this version's and
+// lists the newest commit's subject (only cut to 80 columns in the deb).
+func testChangelog(t *testing.T, f *fixture) {
+	subject := run(t, f.repo, nil, "git", "log", "-1", "--no-merges", "--format=%s")
+	if run(t, f.repo, nil, "git", "rev-parse", "--is-shallow-repository") == "true" {
+		subject = "Built from a shallow clone: only its newest commit is listed here."
+	}
+	words := strings.Fields(subject)
+	start := strings.Join(words[:min(5, len(words))], " ")
+	deb := run(t, f.work, nil, "/bin/sh", "-c", fmt.Sprintf("dpkg-deb --fsys-tarfile %s | tar -xO ./usr/share/doc/probeshim/changelog.Debian.gz | gunzip", f.deb[0]))
+	if !strings.HasPrefix(deb, "probeshim ("+f.ver[0]+"-1) stable; urgency=medium\n") ||
+		!strings.Contains(strings.Join(strings.Fields(deb), " "), "* "+start) {
+		t.Fatalf("changelog.Debian.gz does not begin with this version's entry listing %q:\n%s", subject, deb)
+	}
+	t.Logf("changelog.Debian.gz begins:\n%s", strings.Join(strings.SplitN(deb, "\n", 6)[:5], "\n"))
+	if _, err := exec.LookPath("rpm"); err != nil {
+		t.Skip("rpm is not installed: the rpm's changelog is not read")
+	}
+	rpm := run(t, f.work, nil, "rpm", "-qp", "--changelog", f.rpm[0])
+	head, _, _ := strings.Cut(rpm, "\n")
+	if !strings.HasSuffix(head, " - "+f.ver[0]+"-1") || !strings.Contains(strings.Join(strings.Fields(rpm), " "), "- "+strings.Join(words, " ")) {
+		t.Fatalf("the rpm's changelog does not begin with this version's entry listing %q:\n%s", subject, rpm)
+	}
 }
 
 // testWithoutSystemd installs and removes both packages where systemd is not running (a chroot,
