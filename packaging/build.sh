@@ -37,18 +37,11 @@ fi
 gzip -9n <packaging/files/probeshim.8 >"$stage/probeshim.8.gz"
 install -m 0644 "${PROBESHIM_CONFIG:-packaging/files/config.yaml}" "$stage/config.yaml"
 
-# One changelog entry for this build (nfpm writes it as changelog.Debian.gz and as rpm %changelog).
-date_rfc3339=$(date -u -d "@${SOURCE_DATE_EPOCH}" +%Y-%m-%dT%H:%M:%SZ)
-cat >"$stage/changelog.yaml" <<YAML
-- semver: "${version}-1"
-  date: "${date_rfc3339}"
-  packager: "probeshim developers <probeshim@users.noreply.github.com>"
-  deb:
-    urgency: medium
-    distributions: [stable]
-  changes:
-    - note: "Built from the probeshim repository; see its history."
-YAML
+# The changelog from git, one for each format (packaging/changelog.sh); nfpm writes it as
+# changelog.Debian.gz and as the rpm's %changelog.
+for f in $formats; do
+	packaging/changelog.sh "$version" "$f" >"$stage/changelog-$f.yaml"
+done
 
 mkdir -p "$dist"
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -73,9 +66,10 @@ for arch in $arches; do
 	install -m 0755 "$stage/$arch/probeshim" "$stage/$arch/probeshim-metrics" "$stage/"
 	# nfpm maps Go's names (amd64, arm64) to each format's (amd64/x86_64, arm64/aarch64).
 	export PROBESHIM_VERSION=$version PROBESHIM_ARCH=$arch PROBESHIM_STAGE=$stage
-	# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder here.
-	sed "s|\${PROBESHIM_STAGE}|${stage}|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
 	for f in $formats; do
+		# nfpm expands ${VAR} in most fields but not in `changelog`: substitute the stage folder
+		# and the format (each has its changelog) here.
+		sed -e "s|\${PROBESHIM_STAGE}|${stage}|g" -e "s|\${PROBESHIM_FORMAT}|${f}|g" packaging/nfpm.yaml >"$stage/nfpm.yaml"
 		# nfpm pinned in hack/tools/go.mod.
 		$GO tool -modfile=hack/tools/go.mod nfpm package --config "$stage/nfpm.yaml" \
 			--packager "$f" --target "$dist/" >&2

@@ -150,6 +150,13 @@ func (n *node) expectStopped() {
 	}
 }
 
+// journalHas reports whether a line of the unit's journal (journalctl -o cat) contains s.
+func (n *node) journalHas(s string) bool {
+	n.t.Helper()
+	out, _ := n.try("journalctl --no-pager -o cat -u %s | grep -cF -e %s", unit, shellQuote(s))
+	return out != "" && out != "0"
+}
+
 // environ returns the environment of the service's main process.
 func (n *node) environ() string {
 	n.t.Helper()

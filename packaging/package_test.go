@@ -4,11 +4,13 @@ package packaging
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/probeshim/probeshim/internal/poll"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
+	"github.com/probeshim/probeshim/shim/server"
 )
 
 // fixture is what every container test shares: the extracted base system and the packages.
@@ -59,6 +62,7 @@ func TestPackages(t *testing.T) {
 			}
 		})
 	})
+	t.Run("changelog", func(t *testing.T) { t.Parallel(); testChangelog(t, f) })
 	t.Run("deb", func(t *testing.T) { t.Parallel(); testDeb(t, f) })
 	t.Run("rpm", func(t *testing.T) { t.Parallel(); testRPM(t, f) })
 	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
@@ -186,6 +190,10 @@ systemctl daemon-reload`, unit, unit, execStart)
 
 	step(t, "journal fields are filterable", func() {
 		checkJournalFields(t, n)
+	})
+
+	step(t, "systemctl reload: applies logLevel, refuses a broken config and runs on", func() {
+		checkReload(t, n)
 	})
 
 	step(t, "watchdog: a service that stops pinging is aborted and restarted", func() {
@@ -332,6 +340,10 @@ func testRPM(t *testing.T, f *fixture) {
 		expectCRISocketOff(t, n)
 	})
 
+	step(t, "systemctl reload: applies logLevel, refuses a broken config and runs on", func() {
+		checkReload(t, n)
+	})
+
 	step(t, "environment file /etc/sysconfig/probeshim reaches the service", func() {
 		n.sh("echo 'PROBESHIM_PKGTEST_MARK=rpm' >>/etc/sysconfig/probeshim && systemctl restart %s", unit)
 		if env := n.environ(); !strings.Contains(env, "PROBESHIM_PKGTEST_MARK=rpm") {
@@ -392,6 +404,32 @@ func testRPM(t *testing.T, f *fixture) {
 			t.Fatalf("edited /etc/sysconfig/probeshim not kept as .rpmsave")
 		}
 	})
+}
+
+// testChangelog reads the changelog of the built packages, changelog.Debian.gz and the rpm's
+// %changelog: written from git (packaging/changelog.sh), its newest entry is this version's and
+// lists the newest commit's subject (only cut to 80 columns in the deb).
+func testChangelog(t *testing.T, f *fixture) {
+	subject := run(t, f.repo, nil, "git", "log", "-1", "--no-merges", "--format=%s")
+	if run(t, f.repo, nil, "git", "rev-parse", "--is-shallow-repository") == "true" {
+		subject = "Built from a shallow clone: only its newest commit is listed here."
+	}
+	words := strings.Fields(subject)
+	start := strings.Join(words[:min(5, len(words))], " ")
+	deb := run(t, f.work, nil, "/bin/sh", "-c", fmt.Sprintf("dpkg-deb --fsys-tarfile %s | tar -xO ./usr/share/doc/probeshim/changelog.Debian.gz | gunzip", f.deb[0]))
+	if !strings.HasPrefix(deb, "probeshim ("+f.ver[0]+"-1) stable; urgency=medium\n") ||
+		!strings.Contains(strings.Join(strings.Fields(deb), " "), "* "+start) {
+		t.Fatalf("changelog.Debian.gz does not begin with this version's entry listing %q:\n%s", subject, deb)
+	}
+	t.Logf("changelog.Debian.gz begins:\n%s", strings.Join(strings.SplitN(deb, "\n", 6)[:5], "\n"))
+	if _, err := exec.LookPath("rpm"); err != nil {
+		t.Skip("rpm is not installed: the rpm's changelog is not read")
+	}
+	rpm := run(t, f.work, nil, "rpm", "-qp", "--changelog", f.rpm[0])
+	head, _, _ := strings.Cut(rpm, "\n")
+	if !strings.HasSuffix(head, " - "+f.ver[0]+"-1") || !strings.Contains(strings.Join(strings.Fields(rpm), " "), "- "+strings.Join(words, " ")) {
+		t.Fatalf("the rpm's changelog does not begin with this version's entry listing %q:\n%s", subject, rpm)
+	}
 }
 
 // testWithoutSystemd installs and removes both packages where systemd is not running (a chroot,
@@ -668,6 +706,59 @@ func checkJournalFields(t *testing.T, n *node) {
 		t.Fatalf("filter on a value nobody logged returned %d entries", len(none))
 	}
 	t.Logf("journalctl -u probeshim %s=%s: %d entries, e.g. %q", field, value, len(match), match[0]["MESSAGE"])
+}
+
+// checkReload edits the config of a running service and reloads it (ExecReload=, SIGHUP): a new
+// logLevel applies and a changed setting that needs a restart is named, in the journal and in
+// `probeshim status`; a config that does not load is refused, the service running on (same PID,
+// no restart) and saying why. The config is as before at the end.
+func checkReload(t *testing.T, n *node) {
+	t.Helper()
+	pid, restarts := n.expectRunning(true), n.prop("NRestarts")
+	n.sh("cp /etc/probeshim/config.yaml /run/config.yaml.pkgtest")
+	reload := func(what string, logged ...string) *server.ConfigStatus {
+		t.Helper()
+		n.sh("systemctl reload %s", unit)
+		for _, l := range logged {
+			n.eventually(what+": "+l, 20*time.Second, func() bool { return n.journalHas(l) })
+		}
+		// Back to active/running once the service has said READY=1 again, never restarted.
+		n.eventually(what+": active again", 20*time.Second, func() bool {
+			return n.prop("ActiveState") == "active" && n.prop("SubState") == "running"
+		})
+		if got := n.expectRunning(true); got != pid || n.prop("NRestarts") != restarts {
+			t.Fatalf("%s: the service restarted (PID %s -> %s, NRestarts %s -> %s)", what, pid, got, restarts, n.prop("NRestarts"))
+		}
+		out, _ := n.try("probeshim status -o json") // exit code 1 (degraded) on a node without a cluster
+		var st server.Status
+		if err := json.Unmarshal([]byte(out), &st); err != nil || st.Config == nil || st.Config.LastReload == nil {
+			t.Fatalf("%s: probeshim status -o json has no last reload (%v):\n%s", what, err, out)
+		}
+		return st.Config
+	}
+
+	n.sh("printf 'logLevel: debug\\nheartbeat:\\n  namespace: pkgtest-elsewhere\\n' >>/etc/probeshim/config.yaml")
+	c := reload("logLevel: debug", "configuration reloaded: logLevel info -> debug",
+		"heartbeat.namespace changed: restart the service to apply (systemctl restart probeshim)")
+	if !slices.Equal(c.LastReload.Applied, []string{"logLevel"}) || !slices.Equal(c.RestartNeeded, []string{"heartbeat.namespace"}) {
+		t.Fatalf("status after the reload: applied %q, waiting for a restart %q", c.LastReload.Applied, c.RestartNeeded)
+	}
+
+	n.sh("echo 'pkgtestNoSuchSetting: 1' >>/etc/probeshim/config.yaml")
+	c = reload("a broken config", "configuration reload refused", `unknown field \"pkgtestNoSuchSetting\"`)
+	if !strings.Contains(c.LastReload.Error, `unknown field "pkgtestNoSuchSetting"`) {
+		t.Fatalf("status after the refused reload: %+v", c.LastReload)
+	}
+	if text, _ := n.try("probeshim status"); !strings.Contains(text, "CONFIG RELOAD REFUSED") {
+		t.Fatalf("probeshim status does not show the refused reload:\n%s", text)
+	}
+
+	n.sh("cp /run/config.yaml.pkgtest /etc/probeshim/config.yaml && rm /run/config.yaml.pkgtest")
+	c = reload("the config as before", "configuration reloaded: logLevel debug -> info")
+	if c.LastReload.Error != "" || len(c.RestartNeeded) != 0 {
+		t.Fatalf("status after restoring the config: %+v, waiting for a restart %q", c.LastReload, c.RestartNeeded)
+	}
+	t.Logf("reloads: %s", n.sh("journalctl --no-pager -o cat -u %s | grep -e 'configuration reload' -e 'restart the service' -e Reload", unit))
 }
 
 // testOnRig is the hook for the last test of the package issue: the packaged service, under

@@ -1,7 +1,7 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package systemd is probeshim's glue to systemd: readiness, status and
-// stopping notifications (sd_notify), a watchdog that pings only while the
+// Package systemd is probeshim's glue to systemd: readiness, status, reload
+// and stopping notifications (sd_notify), a watchdog that pings only while the
 // service is healthy, and logging to journald with fields a person can
 // filter on. Every function is a no-op outside systemd, so the service runs
 // the same from a shell.
@@ -9,11 +9,13 @@ package systemd
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // Notify sends the given sd_notify assignments (e.g. "READY=1") in one
@@ -32,6 +34,20 @@ func Ready(status string) error {
 // Status sets the one-line status `systemctl status` shows, e.g. what the
 // service waits for.
 func Status(status string) error { return Notify(statusLine(status)) }
+
+// Reloading tells systemd that the service reloads its configuration; Reloaded ends it.
+// MONOTONIC_USEC is the time it began, which sd_notify(3) asks for with RELOADING=1 (systemd
+// 253 and later match it against the reload they asked for; older ones ignore it).
+func Reloading() error {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return err
+	}
+	return Notify(daemon.SdNotifyReloading, fmt.Sprintf("MONOTONIC_USEC=%d", ts.Nano()/1000))
+}
+
+// Reloaded tells systemd that a reload is over, whatever its outcome: READY=1 again.
+func Reloaded() error { return Notify(daemon.SdNotifyReady) }
 
 // Stopping tells systemd that shutdown has begun.
 func Stopping() error { return Notify(daemon.SdNotifyStopping, statusLine("stopping")) }

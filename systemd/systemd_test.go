@@ -21,6 +21,7 @@ import (
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/probeshim/probeshim/internal/poll"
 )
@@ -90,15 +91,32 @@ func TestNotifyMessages(t *testing.T) {
 	if err := Ready("probing 3 pods"); err != nil {
 		t.Fatal(err)
 	}
+	if err := Reloading(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reloaded(); err != nil {
+		t.Fatal(err)
+	}
 	if err := Stopping(); err != nil {
 		t.Fatal(err)
 	}
-	got := f.wait(t, 3)
+	got := f.wait(t, 5)
 	want := []string{
 		// A newline in a status must not smuggle in another assignment.
 		"STATUS=waiting for containerd READY=1",
 		"READY=1\nSTATUS=probing 3 pods",
+		"RELOADING=1\nMONOTONIC_USEC=<now>",
+		"READY=1",
 		"STOPPING=1\nSTATUS=stopping",
+	}
+	// MONOTONIC_USEC is CLOCK_MONOTONIC in microseconds, when the reload began.
+	if len(got) == len(want) {
+		var ts unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		usec, err := strconv.ParseInt(strings.TrimPrefix(got[2], "RELOADING=1\nMONOTONIC_USEC="), 10, 64)
+		if err == nil && usec > 0 && usec <= ts.Nano()/1000 && ts.Nano()/1000-usec < 10_000_000 {
+			got[2] = "RELOADING=1\nMONOTONIC_USEC=<now>"
+		}
 	}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("notify messages = %q, want %q", got, want)

@@ -18,10 +18,11 @@ import (
 )
 
 // Suite and Packages define the base system: Debian's minimal variant plus systemd as init, D-Bus
-// (systemctl and logind need it) and rpm (to test .rpm packages with Debian's rpm).
+// (systemctl and logind need it), rpm (to test .rpm packages with Debian's rpm) and procps (the
+// deb depends on it for /bin/kill, as a node has it; the rpm's ExecReload= uses it too).
 const Suite = "bookworm"
 
-var Packages = []string{"systemd", "systemd-sysv", "dbus", "rpm"}
+var Packages = []string{"systemd", "systemd-sysv", "dbus", "rpm", "procps"}
 
 // rootfsRevision changes whenever the recipe below changes, so an old cached tarball is not reused.
 const rootfsRevision = 2

@@ -314,7 +314,7 @@ func fileFields() []string {
 	t := reflect.TypeFor[Config]()
 	names := make([]string, 0, t.NumField())
 	for f := range t.Fields() {
-		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+		names = append(names, jsonName(f))
 	}
 	return names
 }

@@ -74,6 +74,16 @@ func WriteStatus(w io.Writer, st *Status) error {
 	if state, problems := Assess(st); state != StateLive {
 		fmt.Fprintf(w, "DEGRADED: %s\n", termsafe.Escape(strings.Join(problems, "; ")))
 	}
+	if c := st.Config; c != nil {
+		if r := c.LastReload; r != nil && r.Error != "" {
+			fmt.Fprintf(w, "CONFIG RELOAD REFUSED %s: %s; running with the configuration read %s\n", ago(st.Time, r.Time),
+				termsafe.Escape(strings.Join(strings.Fields(r.Error), " ")), ago(st.Time, c.Loaded))
+		}
+		if len(c.RestartNeeded) > 0 {
+			fmt.Fprintf(w, "config changes waiting for a restart (systemctl restart probeshim): %s\n",
+				termsafe.Escape(strings.Join(c.RestartNeeded, ", ")))
+		}
+	}
 	if hb := st.Heartbeat; hb != nil {
 		state := "renewing"
 		if !hb.Renewing {

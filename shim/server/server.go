@@ -74,7 +74,35 @@ type Status struct {
 	// Runners is the probe engine's pools of runners; ProbesLate says, while probes start late,
 	// which and how (what the heartbeat Lease's probeshim.io/probes-late says too).
 	Runners *RunnersStatus `json:"runners,omitempty"`
-	Probes  []ProbeStatus  `json:"probes"`
+	// Config is the configuration's state: when it was read and how the last reload went.
+	Config *ConfigStatus `json:"config,omitempty"`
+	Probes []ProbeStatus `json:"probes"`
+}
+
+// ConfigStatus is the configuration the service runs with. A refused reload or a change that
+// waits for a restart is shown here, not in State: the service runs on, as before, with the
+// configuration it has.
+type ConfigStatus struct {
+	// File is the configuration file (--config).
+	File string `json:"file"`
+	// Loaded is when the running configuration was read: at start or by the last reload that
+	// was not refused.
+	Loaded time.Time `json:"loaded"`
+	// LastReload is the last reload (SIGHUP, `systemctl reload probeshim`); nil before the first.
+	LastReload *ReloadStatus `json:"lastReload,omitempty"`
+	// RestartNeeded names the settings (as the file names them) whose new values wait for a
+	// restart of the service.
+	RestartNeeded []string `json:"restartNeeded,omitempty"`
+}
+
+// ReloadStatus is the outcome of one reload.
+type ReloadStatus struct {
+	Time time.Time `json:"time"`
+	// Error says why the reload was refused (the file does not load or validate); the
+	// configuration read before stays. Empty when it was not refused.
+	Error string `json:"error,omitempty"`
+	// Applied names the settings whose new values the reload applied.
+	Applied []string `json:"applied,omitempty"`
 }
 
 // RunnersStatus is the state of the probe engine's pools of runners.
@@ -127,7 +155,9 @@ type Options struct {
 	Heartbeat func() *HeartbeatStatus
 	// Runners gives the probe runners' state; optional.
 	Runners func() *RunnersStatus
-	Log     *logrus.Entry
+	// Config gives the configuration's state; optional.
+	Config func() *ConfigStatus
+	Log    *logrus.Entry
 }
 
 // checkTimeout bounds one health or readiness request.
@@ -259,6 +289,9 @@ func (s *Server) serveStatus(path string) error {
 		}
 		if s.opts.Runners != nil {
 			st.Runners = s.opts.Runners()
+		}
+		if s.opts.Config != nil {
+			st.Config = s.opts.Config()
 		}
 		if st.Probes == nil {
 			st.Probes = []ProbeStatus{}

@@ -307,3 +307,51 @@ func TestStatusHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// A refused reload and changes that wait for a restart travel over the socket and are lines of
+// the table; neither makes the service degraded (it runs on with the configuration it has).
+func TestStatusConfig(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	loaded := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	cs := &ConfigStatus{File: "/etc/probeshim/config.yaml", Loaded: loaded,
+		LastReload:    &ReloadStatus{Time: loaded.Add(time.Minute), Error: "logLevel: \"loud\" is not one of\npanic, fatal"},
+		RestartNeeded: []string{"kubeconfig", "probes.maxConcurrentExecs"}}
+	s := New(Options{StatusSocket: sock, Node: "worker-1", Config: func() *ConfigStatus { return cs }})
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background()) //nolint:errcheck // the test is over
+	st, err := FetchStatus(context.Background(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Config == nil || st.Config.File != cs.File || !st.Config.Loaded.Equal(loaded) || st.Config.LastReload == nil ||
+		st.Config.LastReload.Error != cs.LastReload.Error || len(st.Config.RestartNeeded) != 2 {
+		t.Fatalf("config = %+v, want %+v", st.Config, cs)
+	}
+	if state, problems := Assess(st); state != StateLive {
+		t.Errorf("a refused reload made the service %s: %q", state, problems)
+	}
+	st.Time = loaded.Add(2 * time.Minute)
+	var out bytes.Buffer
+	if err := WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"CONFIG RELOAD REFUSED 1m00s ago: logLevel: \"loud\" is not one of panic, fatal; running with the configuration read 2m00s ago\n",
+		"config changes waiting for a restart (systemctl restart probeshim): kubeconfig, probes.maxConcurrentExecs\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status:\n%s\nwant the line %q", out.String(), want)
+		}
+	}
+	// A reload that applied says nothing in the table.
+	st.Config = &ConfigStatus{Loaded: loaded, LastReload: &ReloadStatus{Time: loaded, Applied: []string{"logLevel"}}}
+	out.Reset()
+	if err := WriteStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(out.String()), "config") {
+		t.Errorf("status after a good reload mentions the config:\n%s", out.String())
+	}
+}

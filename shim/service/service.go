@@ -9,7 +9,7 @@
 // wires them, starts them in order with the waits of start-up between them,
 // and stops them in reverse order:
 //
-//	local:  runtime, networks, CRI proxy, endpoints, watchdog, tracker, engine
+//	local:  runtime, networks, CRI proxy, endpoints, watchdog, tracker, engine, reload
 //	wait:   containerd reachable, then a kubeconfig
 //	api:    events, NodePodProbe controller, recreate executor, heartbeat
 //	wait:   the first lists of NodePodProbe and ContainerRecreateRequests → READY
@@ -23,6 +23,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,10 +56,19 @@ const (
 	readyGrace = 5 * time.Second
 )
 
+// Option configures Run.
+type Option func(*outside)
+
+// WithReload makes every signal on signals (SIGHUP) reload the configuration: load reads file
+// and the flags again as at start. See reloader.
+func WithReload(signals <-chan os.Signal, file string, load func() (*config.Config, error)) Option {
+	return func(o *outside) { o.reloads, o.configFile, o.loadConfig = signals, file, load }
+}
+
 // Run runs the node service (of the given version) until ctx is done. It returns an error only for
 // what a restart cannot fix (a port already taken); a missing kubeconfig or
 // runtime is waited for, with the reason in the systemd status line.
-func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger, version string) error {
+func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger, version string, opts ...Option) error {
 	log := logger.WithField("node", cfg.NodeName)
 	rt, err := runtime.New(runtime.WithContainerdSocket(cfg.ContainerdSocket), runtime.WithCRISocket(cfg.CRISocket),
 		runtime.WithLogger(log))
@@ -70,16 +80,21 @@ func Run(ctx context.Context, cfg *config.Config, logger *logrus.Logger, version
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildversion.BuildInfo(version))
-	s, err := newService(cfg, log, outside{
-		runtime:  rt,
-		tracker:  tracker,
-		changes:  changes,
-		registry: reg,
-		criProxy: &criProxy{cfg: cfg, tracker: tracker, reg: reg, log: log},
-		connect:  kubeconfigClients(cfg),
-		notify:   systemdNotifier{},
-		watchdog: systemd.Watchdog,
-	})
+	out := outside{
+		runtime:     rt,
+		tracker:     tracker,
+		changes:     changes,
+		registry:    reg,
+		criProxy:    &criProxy{cfg: cfg, tracker: tracker, reg: reg, log: log},
+		connect:     kubeconfigClients(cfg),
+		notify:      systemdNotifier{},
+		watchdog:    systemd.Watchdog,
+		setMaxProcs: SetMaxProcs,
+	}
+	for _, o := range opts {
+		o(&out)
+	}
+	s, err := newService(cfg, log, out)
 	if err != nil {
 		rt.Close()
 		return err
@@ -105,11 +120,12 @@ type containerTracker interface {
 	Healthy() error
 }
 
-// notifier tells systemd how start-up goes (shim/systemd; a recorder in tests).
+// notifier tells systemd how start-up and reloads go (shim/systemd; a recorder in tests).
 type notifier interface {
 	Ready(status string)
 	Status(status string)
 	Stopping()
+	reloadNotifier
 }
 
 // outside is what the service connects to: built by Run, fakes in tests.
@@ -124,6 +140,12 @@ type outside struct {
 	connect  func(observe func(*http.Request, *http.Response, error)) (*kube.Clients, string)
 	notify   notifier
 	watchdog func(ctx context.Context, health func(context.Context) error, log logrus.FieldLogger)
+	// reloads delivers SIGHUP; each reads the configuration (configFile and the flags) again with
+	// loadConfig. nil: no reloads. setMaxProcs applies maxProcs (SetMaxProcs).
+	reloads     <-chan os.Signal
+	configFile  string
+	loadConfig  func() (*config.Config, error)
+	setMaxProcs func(int)
 }
 
 // service is the node service's components and what ties them together.
@@ -142,6 +164,9 @@ type service struct {
 	probesRegistry       *prometheus.Registry // the per-container prober series, /metrics/probes
 	server               *server.Server
 	local                []Component
+	reloader             *reloader
+	// ready is set once systemd has had READY=1.
+	ready atomic.Bool
 
 	// The last outcomes of this node's NodePodProbe list/watch requests and
 	// status writes, for the heartbeat.
@@ -199,8 +224,14 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		Status:    server.StatusFunc(s.probeStatuses),
 		Heartbeat: s.heartbeatStatus,
 		Runners:   func() *server.RunnersStatus { return runnersStatus(time.Now(), s.engine.Pools()) },
+		Config:    func() *server.ConfigStatus { return s.reloader.configStatus() },
 		Log:       log,
 	})
+	s.out.notify = readyNotifier{notifier: out.notify, ready: &s.ready}
+	s.reloader = newReloader(cfg, out.configFile, out.loadConfig, log.Logger, log, s.out.notify, s.ready.Load)
+	if out.setMaxProcs != nil {
+		s.reloader.setMaxProcs = out.setMaxProcs
+	}
 
 	// Wiring: container changes reach the networks and the engine (and the
 	// executor once it exists, see apiComponents).
@@ -231,6 +262,19 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		}),
 		newLoop("tracker", log, func(ctx context.Context) error { out.tracker.Run(ctx); return nil }),
 		newLoop("engine", log, s.engine.Run),
+	}
+	if out.reloads != nil && out.loadConfig != nil {
+		// Last: a reload may come at any time from here on, also while start-up waits.
+		s.local = append(s.local, newLoop("reload", log, func(ctx context.Context) error {
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-out.reloads:
+					s.reloader.reload()
+				}
+			}
+		}))
 	}
 	return s, nil
 }
@@ -498,6 +542,19 @@ type systemdNotifier struct{}
 func (systemdNotifier) Ready(status string)  { _ = systemd.Ready(status) }
 func (systemdNotifier) Status(status string) { _ = systemd.Status(status) }
 func (systemdNotifier) Stopping()            { _ = systemd.Stopping() }
+func (systemdNotifier) Reloading()           { _ = systemd.Reloading() }
+func (systemdNotifier) Reloaded()            { _ = systemd.Reloaded() }
+
+// readyNotifier remembers that READY=1 went out, for the reloader.
+type readyNotifier struct {
+	notifier
+	ready *atomic.Bool
+}
+
+func (n readyNotifier) Ready(status string) {
+	n.notifier.Ready(status)
+	n.ready.Store(true)
+}
 
 // startup says what start-up waits for, and tells systemd it is up once
 // grace has passed (see readyGrace).

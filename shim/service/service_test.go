@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -89,6 +90,8 @@ type recordingNotifier struct{ j *journal }
 func (n recordingNotifier) Ready(s string)  { n.j.add("READY " + s) }
 func (n recordingNotifier) Status(s string) { n.j.add("STATUS " + s) }
 func (n recordingNotifier) Stopping()       { n.j.add("STOPPING") }
+func (n recordingNotifier) Reloading()      { n.j.add("RELOADING") }
+func (n recordingNotifier) Reloaded()       { n.j.add("RELOADED") }
 
 // fakeAPI answers what the node service asks of the API server: empty lists,
 // watches that stay open, leases kept in memory, and anything written.
@@ -208,14 +211,17 @@ type fixture struct {
 	api     *fakeAPI
 	logs    *logtest.Hook
 	svc     *service
+	// reloads is the service's SIGHUP; each reads the configuration with loadConfig.
+	reloads chan os.Signal
 	// connectReason, when set, is what connecting waits for.
 	mu            sync.Mutex
 	connectReason string
+	loadConfig    func() (*config.Config, error)
 }
 
 func newFixture(t *testing.T, cfgEdit func(*config.Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, j: &journal{}, tracker: newFakeTracker(), api: newFakeAPI(t)}
+	f := &fixture{t: t, j: &journal{}, tracker: newFakeTracker(), api: newFakeAPI(t), reloads: make(chan os.Signal, 1)}
 	cfg := &config.Config{
 		NodeName:       "node-a",
 		HealthAddress:  "127.0.0.1:0",
@@ -227,6 +233,7 @@ func newFixture(t *testing.T, cfgEdit func(*config.Config)) *fixture {
 	if cfgEdit != nil {
 		cfgEdit(cfg)
 	}
+	f.loadConfig = func() (*config.Config, error) { c := *cfg; return &c, nil }
 	logger, hook := logtest.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	f.logs = hook
@@ -240,6 +247,14 @@ func newFixture(t *testing.T, cfgEdit func(*config.Config)) *fixture {
 		connect:  f.connect,
 		notify:   recordingNotifier{j: f.j},
 		watchdog: func(ctx context.Context, _ func(context.Context) error, _ logrus.FieldLogger) { <-ctx.Done() },
+		reloads:  f.reloads,
+		loadConfig: func() (*config.Config, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.loadConfig()
+		},
+		configFile:  "/etc/example/config.yaml",
+		setMaxProcs: func(int) {},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +359,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-var localOrder = []string{"runtime", "network", "hook-network", "cri-proxy", "endpoints", "watchdog", "tracker", "engine"}
+var localOrder = []string{"runtime", "network", "hook-network", "cri-proxy", "endpoints", "watchdog", "tracker", "engine", "reload"}
 var apiOrder = []string{"events", "api-side", "nodepodprobe", "recreate", "heartbeat"}
 
 func prefixed(p string, names ...[]string) []string {

@@ -35,7 +35,8 @@ var version = "dev"
 const usage = `probeshim — the probeshim node service.
 
 Usage:
-  probeshim [flags]            run the service (normally started by systemd: probeshim.service)
+  probeshim [flags]            run the service (normally started by systemd: probeshim.service);
+                               SIGHUP (systemctl reload probeshim) applies logLevel and maxProcs
   probeshim status [flags]     show what the running service probes and each probe's last result;
                                -o json|yaml for scripts; exit code 0 live, 1 degraded, 3 not running
   probeshim config check FILE  check a config file as the service would read it (0 valid, 1 not)
@@ -106,6 +107,13 @@ func newFlagSet(name string) *flag.FlagSet {
 }
 
 func run(args []string) error {
+	// SIGHUP (systemctl reload probeshim) reloads the configuration. Asked for before anything
+	// else: Go's default for SIGHUP is to exit. One waiting signal is enough: a reload reads the
+	// file as it is then.
+	reloads := make(chan os.Signal, 1)
+	signal.Notify(reloads, syscall.SIGHUP)
+	defer signal.Stop(reloads)
+
 	fs := newFlagSet("probeshim")
 	cfg, err := config.Load(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -114,9 +122,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.MaxProcs > 0 {
-		runtime.GOMAXPROCS(cfg.MaxProcs)
-	}
+	service.SetMaxProcs(cfg.MaxProcs)
 	logger := logrus.New()
 	logger.SetLevel(cfg.Level())
 	systemd.SetupLogging(logger, "probeshim")
@@ -125,7 +131,13 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return service.Run(ctx, cfg, logger, version)
+	// A reload reads what start-up read: the same flags, the file they name, the same detection.
+	load := func() (*config.Config, error) {
+		fs := flag.NewFlagSet("probeshim", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		return config.Load(fs, args)
+	}
+	return service.Run(ctx, cfg, logger, version, service.WithReload(reloads, fs.Lookup("config").Value.String(), load))
 }
 
 func status(args []string, out io.Writer) error {
