@@ -43,7 +43,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat
+	packages package-test demo demo-down fresh-check deps image image-push chart bench-run e2e-repeat
 
 all: build
 
@@ -100,6 +100,12 @@ IMAGE_PUSH_FLAGS ?=
 image-push:
 	@if [ -z "$(IMAGE)" ]; then echo "image-push: set IMAGE, e.g. IMAGE=registry.example/probeshim/probeshim-cluster" >&2; exit 2; fi
 	@$(GO) run ./hack/image -push $(IMAGE) $(IMAGE_PUSH_FLAGS)
+
+## chart: the Helm chart packaged as dist/probeshim-<version>.tgz, its version and appVersion from git
+## (as the image's, "~" -> "-": SemVer), so that it deploys the image `make image` tags for the same
+## commit; reproducible (every file's time is the commit's). Prints the path.
+chart:
+	@$(GO) run ./hack/chart
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).

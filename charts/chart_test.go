@@ -20,7 +20,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
@@ -526,22 +525,7 @@ func renderIn(ns string, vals map[string]any) (string, error) {
 }
 
 func dryRun(ns string, vals map[string]any) (*release.Release, error) {
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		return nil, err
-	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.ClientOnly, inst.DryRun, inst.Replace = true, true, true
-	inst.ReleaseName, inst.Namespace = "probeshim", ns
-	kv, err := chartutil.ParseKubeVersion(kubeVersion)
-	if err != nil {
-		return nil, err
-	}
-	inst.KubeVersion = kv
-	if vals == nil {
-		vals = map[string]any{}
-	}
-	return inst.Run(ch, vals)
+	return Render(chartDir, ns, kubeVersion, vals)
 }
 
 // kustomize builds cluster/deploy as `kubectl apply -k` does.
