@@ -178,10 +178,12 @@ bench-run: deps-rig deps-runc-build
 			./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/ || exit 1; \
 	done
 
-## generate: deepcopy code and CRD manifests (controller-gen), and the metrics reference docs/metrics.md from
-## the collectors the code registers (hack/metricsdoc).
+## generate: deepcopy code and CRD manifests (controller-gen), the metrics reference docs/metrics.md from
+## the collectors the code registers (hack/metricsdoc), and the chart's README from its values.yaml and
+## values.schema.json (hack/chartdoc).
 generate: generate-code
 	$(GO) run ./hack/metricsdoc
+	$(GO) run ./hack/chartdoc
 
 # generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
 generate-code:
@@ -192,7 +194,7 @@ generate-code:
 	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
 	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/
 
-## verify-generated: fails when deepcopy code, CRD manifests or docs/metrics.md are stale.
+## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md or the chart's README are stale.
 verify-generated:
 	@hack/verify-generated.sh
 
