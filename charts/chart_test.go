@@ -424,6 +424,15 @@ func TestValues(t *testing.T) {
 			t.Errorf("args %v", args(c))
 		}
 	})
+	t.Run("metrics over HTTP", func(t *testing.T) {
+		a := args(container(t, render(t, map[string]any{"metrics": map[string]any{"secure": false}})))
+		if !slices.Contains(a, "--metrics-secure=false") {
+			t.Errorf("args %v", a)
+		}
+		if a := args(container(t, render(t, nil))); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--metrics-secure") }) {
+			t.Errorf("args %v: HTTPS is the command's default", a)
+		}
+	})
 	t.Run("metrics service", func(t *testing.T) {
 		svc := find(t, render(t, map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": true}}}), "Service", "probeshim-metrics")
 		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")

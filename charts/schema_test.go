@@ -5,10 +5,14 @@ package charts
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/probeshim/probeshim/cluster/decider"
 )
 
 // The shipped values.yaml meets values.schema.json.
@@ -63,5 +67,19 @@ func TestSchemaRefusesWrongValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The decider's values are its defaults (decider.DefaultSettings), as values.yaml says: a default
+// changed in the code and not here (or here and not in the code) fails.
+func TestDeciderValuesAreTheDefaults(t *testing.T) {
+	cm := find(t, render(t, nil), "ConfigMap", decider.ConfigMapName)
+	doc, _, _ := unstructured.NestedString(cm.Object, "data", decider.ConfigKey)
+	s, err := decider.ParseConfig(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def := decider.DefaultSettings(); !reflect.DeepEqual(s, def) {
+		t.Errorf("the chart's decider settings differ from the defaults:\nchart   %+v\ndefault %+v", s, def)
 	}
 }
