@@ -43,7 +43,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat
+	packages package-test demo demo-down fresh-check deps image image-push chart bench-run e2e-repeat
 
 all: build
 
@@ -100,6 +100,12 @@ IMAGE_PUSH_FLAGS ?=
 image-push:
 	@if [ -z "$(IMAGE)" ]; then echo "image-push: set IMAGE, e.g. IMAGE=registry.example/probeshim/probeshim-cluster" >&2; exit 2; fi
 	@$(GO) run ./hack/image -push $(IMAGE) $(IMAGE_PUSH_FLAGS)
+
+## chart: the Helm chart packaged as dist/probeshim-<version>.tgz, its version and appVersion from git
+## (as the image's, "~" -> "-": SemVer), so that it deploys the image `make image` tags for the same
+## commit; reproducible (every file's time is the commit's). Prints the path.
+chart:
+	@$(GO) run ./hack/chart
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).
@@ -172,10 +178,12 @@ bench-run: deps-rig deps-runc-build
 			./e2e/node/ ./e2e/criproxy/ ./e2e/decider/ ./e2e/twonode/ || exit 1; \
 	done
 
-## generate: deepcopy code and CRD manifests (controller-gen), and the metrics reference docs/metrics.md from
-## the collectors the code registers (hack/metricsdoc).
+## generate: deepcopy code and CRD manifests (controller-gen), the metrics reference docs/metrics.md from
+## the collectors the code registers (hack/metricsdoc), and the chart's README from its values.yaml and
+## values.schema.json (hack/chartdoc).
 generate: generate-code
 	$(GO) run ./hack/metricsdoc
+	$(GO) run ./hack/chartdoc
 
 # generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
 generate-code:
@@ -186,7 +194,7 @@ generate-code:
 	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
 	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/
 
-## verify-generated: fails when deepcopy code, CRD manifests or docs/metrics.md are stale.
+## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md or the chart's README are stale.
 verify-generated:
 	@hack/verify-generated.sh
 

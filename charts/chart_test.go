@@ -20,7 +20,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
@@ -213,8 +212,46 @@ func TestValues(t *testing.T) {
 		if sa, _, _ := unstructured.NestedString(job.Object, "spec", "template", "spec", "serviceAccountName"); sa != "probeshim-cluster" {
 			t.Errorf("service account %q", sa)
 		}
-		if off := renderHooks(t, map[string]any{"uninstallGuard": map[string]any{"enabled": false}}); len(off) != 0 {
-			t.Errorf("guard off renders %d hooks", len(off))
+		for _, o := range renderHooks(t, map[string]any{"uninstallGuard": map[string]any{"enabled": false}}) {
+			if o.GetKind() == "Job" {
+				t.Errorf("guard off renders %s", key(o))
+			}
+		}
+	})
+	t.Run("helm test", func(t *testing.T) {
+		hooks := renderHooks(t, map[string]any{"image": map[string]any{"repository": "r.example/x", "tag": "v1"},
+			"uninstallGuard": map[string]any{"enabled": false}, "nodeSelector": map[string]any{"pool": "system"}})
+		if len(hooks) != 4 {
+			t.Errorf("%d hooks, want the test's ServiceAccount, Role, RoleBinding and Pod", len(hooks))
+		}
+		for _, o := range hooks {
+			a := o.GetAnnotations()
+			if a["helm.sh/hook"] != "test" || !strings.Contains(a["helm.sh/hook-delete-policy"], "hook-succeeded") {
+				t.Errorf("%s: annotations %v, want a test hook deleted when it passed", key(o), a)
+			}
+			if o.GetNamespace() != namespace || o.GetName() != "probeshim-selftest" {
+				t.Errorf("%s: want probeshim-selftest in %s", key(o), namespace)
+			}
+		}
+		pod := find(t, hooks, "Pod", "probeshim-selftest")
+		if w := pod.GetAnnotations()["helm.sh/hook-weight"]; w != "" {
+			t.Errorf("the Pod's hook weight %q: it must come after its RBAC (-1)", w)
+		}
+		spec, _, _ := unstructured.NestedMap(pod.Object, "spec")
+		cs, _, _ := unstructured.NestedSlice(spec, "containers")
+		c := cs[0].(map[string]any)
+		if c["image"] != "r.example/x:v1" || fmt.Sprint(c["command"]) != "[/bin/probeshim-cluster selftest]" ||
+			spec["serviceAccountName"] != "probeshim-selftest" || spec["restartPolicy"] != "Never" ||
+			fmt.Sprint(spec["nodeSelector"]) != "map[pool:system]" {
+			t.Errorf("the test Pod runs %v %v as %v (restart %v, nodes %v)", c["image"], c["command"], spec["serviceAccountName"], spec["restartPolicy"], spec["nodeSelector"])
+		}
+		rules, _, _ := unstructured.NestedSlice(find(t, hooks, "Role", "probeshim-selftest").Object, "rules")
+		if fmt.Sprint(rules) != "[map[apiGroups:[apps.kruise.io] resources:[podprobemarkers] verbs:[create]]]" {
+			t.Errorf("the test may %v; want create on podprobemarkers only (its dry run)", rules)
+		}
+		subs, _, _ := unstructured.NestedSlice(find(t, hooks, "RoleBinding", "probeshim-selftest").Object, "subjects")
+		if fmt.Sprint(subs) != "[map[kind:ServiceAccount name:probeshim-selftest namespace:"+namespace+"]]" {
+			t.Errorf("the test's RoleBinding binds %v", subs)
 		}
 	})
 	t.Run("image tag defaults to appVersion", func(t *testing.T) {
@@ -238,7 +275,7 @@ func TestValues(t *testing.T) {
 		}
 	})
 	t.Run("bad digest refused", func(t *testing.T) {
-		if _, err := renderErr(map[string]any{"image": map[string]any{"digest": "latest"}}); err == nil || !strings.Contains(err.Error(), "image.digest") {
+		if _, err := renderErr(map[string]any{"image": map[string]any{"digest": "latest"}}); err == nil || !strings.Contains(err.Error(), "/image/digest") {
 			t.Errorf("rendered with digest 'latest': %v", err)
 		}
 	})
@@ -387,6 +424,15 @@ func TestValues(t *testing.T) {
 			t.Errorf("args %v", args(c))
 		}
 	})
+	t.Run("metrics over HTTP", func(t *testing.T) {
+		a := args(container(t, render(t, map[string]any{"metrics": map[string]any{"secure": false}})))
+		if !slices.Contains(a, "--metrics-secure=false") {
+			t.Errorf("args %v", a)
+		}
+		if a := args(container(t, render(t, nil))); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--metrics-secure") }) {
+			t.Errorf("args %v: HTTPS is the command's default", a)
+		}
+	})
 	t.Run("metrics service", func(t *testing.T) {
 		svc := find(t, render(t, map[string]any{"metrics": map[string]any{"service": map[string]any{"enabled": true}}}), "Service", "probeshim-metrics")
 		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
@@ -526,22 +572,7 @@ func renderIn(ns string, vals map[string]any) (string, error) {
 }
 
 func dryRun(ns string, vals map[string]any) (*release.Release, error) {
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		return nil, err
-	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.ClientOnly, inst.DryRun, inst.Replace = true, true, true
-	inst.ReleaseName, inst.Namespace = "probeshim", ns
-	kv, err := chartutil.ParseKubeVersion(kubeVersion)
-	if err != nil {
-		return nil, err
-	}
-	inst.KubeVersion = kv
-	if vals == nil {
-		vals = map[string]any{}
-	}
-	return inst.Run(ch, vals)
+	return Render(chartDir, ns, kubeVersion, vals)
 }
 
 // kustomize builds cluster/deploy as `kubectl apply -k` does.

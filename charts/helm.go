@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -38,4 +41,26 @@ func ActionConfig(rc *rest.Config, ns, dir string, logf func(string, ...any)) (*
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// Render renders the chart in dir as `helm install --dry-run` does without a cluster (client
+// only): release "probeshim" in namespace ns, on Kubernetes kubeVersion (e.g. "v1.37.2"). The
+// release's Manifest holds the objects, its Hooks the hooks.
+func Render(dir, ns, kubeVersion string, vals map[string]any) (*release.Release, error) {
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	inst := action.NewInstall(&action.Configuration{})
+	inst.ClientOnly, inst.DryRun, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace = "probeshim", ns
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	inst.KubeVersion = kv
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	return inst.Run(ch, vals)
 }

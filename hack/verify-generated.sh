@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Fails when the generated deepcopy code or CRD manifests in apis/, or the metrics reference
-# docs/metrics.md, are not what `make generate` produces. The code is generated into a scratch copy
-# of the module and the reference in memory, so the working tree is never touched (safe to run
-# while others edit it, and on a read-only checkout).
+# Fails when the generated deepcopy code or CRD manifests in apis/, the metrics reference
+# docs/metrics.md, or the chart's README charts/probeshim/README.md, are not what `make generate`
+# produces. The code is generated into a scratch copy of the module and the documents in memory, so
+# the working tree is never touched (safe to run while others edit it, and on a read-only checkout).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -27,5 +27,6 @@ if ! (cd "$tmp" && diff -ru "$root/apis" apis && diff -ru "$root/cluster/interna
 	exit 1
 fi
 
-# It says which lines differ and to run `make generate`.
+# They say which lines differ and to run `make generate`.
 go run ./hack/metricsdoc -check
+go run ./hack/chartdoc -check

@@ -4,7 +4,7 @@ app.kubernetes.io/name: probeshim
 app.kubernetes.io/part-of: probeshim
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "probeshim.imageTag" . | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
@@ -20,8 +20,14 @@ and the pods' records. */}}
 system:serviceaccount:{{ .Release.Namespace }}:probeshim-cluster
 {{- end -}}
 
+{{/* The image tag of appVersion, as make image tags it: "+" (SemVer's build metadata, which
+OCI tags and label values do not allow) becomes "_" (charts/package.go). */}}
+{{- define "probeshim.imageTag" -}}
+{{ .Chart.AppVersion | replace "+" "_" }}
+{{- end -}}
+
 {{- define "probeshim.image" -}}
-{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- $tag := .Values.image.tag | default (include "probeshim.imageTag" .) -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}{{ if .Values.image.tag }}:{{ .Values.image.tag }}{{ end }}@{{ .Values.image.digest }}
 {{- else -}}

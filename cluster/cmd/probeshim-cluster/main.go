@@ -188,6 +188,9 @@ func main() {
 	if code, ok := uninstallCheckSubcommand(); ok {
 		os.Exit(code)
 	}
+	if code, ok := selftestSubcommand(); ok {
+		os.Exit(code)
+	}
 	var o options
 	o.bind(flag.CommandLine)
 	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component

@@ -69,6 +69,12 @@ func deployed(t *testing.T, scheme *runtime.Scheme, file, url string) []client.O
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeManifest(t, scheme, b, url)
+}
+
+// decodeManifest decodes the objects of a manifest, every webhook pointed at url+path.
+func decodeManifest(t *testing.T, scheme *runtime.Scheme, b []byte, url string) []client.Object {
+	t.Helper()
 	dec := serializer.NewCodecFactory(scheme).UniversalDeserializer()
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
 	var out []client.Object
@@ -280,6 +286,7 @@ func TestRun(t *testing.T) {
 	}
 
 	checkHeartbeatRelay(t, ctx, c, env.Environment, webhookPort, o)
+	checkSelftest(t, ctx, c, cfg)
 }
 
 // checkMetrics scrapes url anonymously (401), as a service account RBAC does not allow (403) and
