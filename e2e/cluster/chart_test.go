@@ -17,6 +17,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/charts"
@@ -73,6 +74,32 @@ func TestChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("chart installed and ready in %s", time.Since(t0).Round(time.Millisecond))
+
+	// `helm test`: the chart's selftest Pod (CRDs served, the webhook refuses a bad marker with its
+	// message) passes against the installed release.
+	t.Run("helm test", func(t *testing.T) {
+		tst := action.NewReleaseTesting(cfg)
+		tst.Namespace, tst.Timeout = Namespace, 2*time.Minute
+		rel, err := tst.Run(release)
+		if err != nil {
+			t.Fatalf("helm test: %v", err)
+		}
+		ran := 0
+		for _, h := range rel.Hooks {
+			for _, e := range h.Events {
+				if e != helmrelease.HookTest || h.Kind != "Pod" {
+					continue
+				}
+				ran++
+				if h.LastRun.Phase != helmrelease.HookPhaseSucceeded {
+					t.Errorf("helm test %s: %s", h.Name, h.LastRun.Phase)
+				}
+			}
+		}
+		if ran == 0 {
+			t.Error("helm test ran no test Pod")
+		}
+	})
 
 	s := &suite{c: c, svc: c.StartNodeService(t)}
 	t.Run("demo flow", func(t *testing.T) {
