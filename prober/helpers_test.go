@@ -207,7 +207,7 @@ func (h *harness) worker(k Key) *worker {
 }
 
 // probe runs one tick of k's worker.
-func (h *harness) probe(k Key) { h.worker(k).doProbe(context.Background()) }
+func (h *harness) probe(k Key) { h.worker(k).doProbe(context.Background(), runStart{}) }
 
 func (h *harness) result(k Key) (Update, bool) {
 	for _, u := range h.m.Snapshot() {

@@ -347,7 +347,7 @@ func TestHTTPThroughEngine(t *testing.T) {
 		}
 	}
 	d.Spec = spec(intstr.FromInt32(int32(ht.port)), "192.0.2.1")
-	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || msg != `probe refused: probe host "192.0.2.1" is not the pod` {
+	if r, msg, err := runOnce(t, h.m, d); !refusal(r, msg, err, `probe refused: probe host "192.0.2.1" is not the pod`) {
 		t.Fatalf("foreign host: %v %q %v", r, msg, err)
 	}
 	d.Spec = spec(intstr.FromInt32(int32(ht.port)), "127.0.0.1")
@@ -355,7 +355,7 @@ func TestHTTPThroughEngine(t *testing.T) {
 		t.Fatalf("pod host: %v %q %v", r, msg, err)
 	}
 	d.Spec, d.Pod.IP = spec(intstr.FromInt32(int32(ht.port)), ""), ""
-	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || !strings.Contains(msg, "the pod's IP is not known") {
+	if r, msg, err := runOnce(t, h.m, d); !refusal(r, msg, err, "") || !strings.Contains(err.Error(), "the pod's IP is not known") {
 		t.Fatalf("no pod IP: %v %q %v", r, msg, err)
 	}
 }
@@ -398,7 +398,7 @@ func TestTargetSelection(t *testing.T) {
 			dd.Pod = tc.pod
 			r, msg, err := runOnce(t, h.m, dd)
 			if tc.want == "" {
-				if err != nil || r != Unknown || !strings.HasPrefix(msg, "probe refused: ") || len(d.dialed) != 0 {
+				if !refusal(r, msg, err, "") || !strings.HasPrefix(err.Error(), "probe refused: ") || len(d.dialed) != 0 {
 					t.Errorf("got %v %q %v, dialled %v; want Unknown, refused, nothing dialled", r, msg, err, d.dialed)
 				}
 				return

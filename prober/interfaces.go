@@ -84,9 +84,14 @@ type Update struct {
 	Result  Result
 	Message string
 	Time    time.Time
-	// Errored: an Unknown that says why the probe could not run (Message), while the engine knows
-	// no result of it. A result its consumer kept from before (a previous run of the service) is
-	// better than that.
+	// Reason, on an Unknown, says why the probe could not run: one of the Reason constants
+	// (ErrorReasons), with Message the error's text. Empty for a result, and for an Unknown of a
+	// container that is not running or is new.
+	Reason string
+	// Errored: an Unknown that says why the probe could not run (Reason, Message), while the
+	// engine knows no result of it. A result its consumer kept from before (a previous run of the
+	// service) is better than that. A refused target (ReasonTargetRefused) is not Errored: nothing
+	// was probed, and no result kept from before stands for it.
 	Errored bool
 }
 
@@ -125,7 +130,8 @@ var ErrReadUnsupported = errors.New("exec-free read not supported here")
 // FileReader reads a file inside a container, resolved within the
 // container's root and as the container's user, without starting a process
 // there; it is called concurrently. It returns at most limit bytes. After
-// timeout it returns an error wrapping ErrExecTimeout.
+// timeout it returns an error wrapping ErrExecTimeout. A file it never reads
+// without exec gives an error wrapping ErrReadRefused.
 type FileReader interface {
 	ReadFile(ctx context.Context, containerID, path string, limit int, timeout time.Duration) ([]byte, error)
 }
@@ -150,7 +156,8 @@ var ErrRefused = errors.New("probe refused")
 // Network gives the dialer for a pod, e.g. one that dials inside the pod's
 // network namespace. It is called before every network probe, so it should
 // be cheap. An error wrapping ErrRefused makes the probe Unknown with that
-// message; any other error is a probe error and is discarded.
+// message; any other error is a probe error and is discarded (one wrapping
+// ErrNamespaceGone or ErrRuntimeUnavailable says why).
 type Network interface {
 	DialerFor(pod PodRef) (Dialer, error)
 }

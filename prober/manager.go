@@ -42,6 +42,13 @@ func WithClock(c clock.Clock) Option { return func(m *Manager) { m.clock = c } }
 // kept but not exported.
 func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { m.registerer = r } }
 
+// WithProbeTypes names the probe types (Desired.ProbeType) the engine is to run, so that
+// probeshim_probe_errors_total has each one's series of every reason at zero from the start: a
+// rate or an alert then sees the first error. Other types get a series at their first error.
+func WithProbeTypes(types ...string) Option {
+	return func(m *Manager) { m.probeTypes = append(m.probeTypes, types...) }
+}
+
 // WithPodRegisterer registers the per-container series on r, with the kubelet's names and labels
 // (prober_probe_total, prober_probe_duration_seconds): one per container and probe type, for a
 // registry of their own, as the kubelet serves them on /metrics/probes.
@@ -122,6 +129,8 @@ type Manager struct {
 	network                   Network
 	registerer, podRegisterer prometheus.Registerer
 	runs                      sync.Map // runKey -> *atomic.Uint64, probeshim_probes_total
+	errs                      sync.Map // errKey -> *atomic.Uint64, probeshim_probe_errors_total
+	probeTypes                []string
 	log                       *slog.Logger
 	results                   *resultStore
 	jitter                    func() float64 // in [0,1); replaced in tests
@@ -182,6 +191,11 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	for _, o := range opts {
 		o(m)
 	}
+	for _, t := range m.probeTypes {
+		for _, r := range errorReasons {
+			m.errs.LoadOrStore(errKey{t, r}, new(atomic.Uint64))
+		}
+	}
 	for _, p := range []*pool{&m.execPool, &m.netPool} {
 		p.jobs = make(chan job, p.limit)
 		p.queue.byNS = map[string][]job{}
@@ -207,7 +221,7 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	return m, nil
 }
 
-// Updates delivers published results when their Result or Message changes.
+// Updates delivers published results when their Result, Message or Reason changes.
 // It never blocks the workers: if the reader falls behind, it receives the
 // latest result of each changed key rather than every intermediate one. A
 // probe removed by Sync sends nothing more and leaves Snapshot. The channel is
@@ -359,14 +373,25 @@ type job struct {
 	ctx     context.Context
 	w       *worker
 	sched   time.Time
-	overran bool // the previous run outlasted its period
+	overran bool      // the previous run outlasted its period
+	waited  waitCause // why it was queued, if it was
 }
+
+// waitCause is why a due job waited for a runner.
+type waitCause uint8
+
+const (
+	notQueued     waitCause = iota
+	poolFull                // every runner of its pool was busy
+	namespaceFull           // its namespace ran its share of the pool
+)
 
 // runnerIdle is how long a runner waits for another probe before it exits.
 const runnerIdle = 200 * time.Millisecond
 
 // LateAfter is how far behind its time a probe may start before it counts
-// as late (probeshim_probes_started_late_total and a Debug log).
+// as late (probeshim_probes_started_late_total and a Debug log); the message
+// of a late run that errs or times out says so.
 const LateAfter = time.Second
 
 // pool is a bounded set of runner goroutines for one kind of probe. Its
@@ -435,6 +460,10 @@ func (m *Manager) poolFor(w *worker) *pool {
 func (p *pool) dispatchLocked(m *Manager, j job) {
 	switch {
 	case !p.mayRun(j.w.pod.namespace):
+		j.waited = namespaceFull
+		if p.idle == 0 && p.alive >= p.limit {
+			j.waited = poolFull // the larger cause: no other namespace would have run either
+		}
 		p.queue.push(j)
 	case p.idle > 0:
 		p.idle--
@@ -445,11 +474,23 @@ func (p *pool) dispatchLocked(m *Manager, j job) {
 		p.take(j)
 		go m.runner(p, j)
 	default:
+		j.waited = poolFull
 		p.queue.push(j)
 	}
 }
 
 func (p *pool) mayRun(namespace string) bool { return p.running[namespace] < p.nsLimit }
+
+// waitReason says why a job that started late waited, for its message.
+func (p *pool) waitReason(c waitCause) string {
+	switch c {
+	case poolFull:
+		return "the node's " + p.name + " pool was full"
+	case namespaceFull:
+		return "its namespace used its share of the node's " + p.name + " pool"
+	}
+	return "the node was overloaded" // due, but the scheduler itself ran late
+}
 
 func (p *pool) runningIn(namespace string) int { return p.running[namespace] }
 
@@ -557,21 +598,21 @@ func (q *fairQueue) pop(mayRun func(namespace string) bool, running func(namespa
 func (m *Manager) runWorker(p *pool, j job) {
 	defer m.inflight.Done()
 	w := j.w
-	late := m.clock.Since(j.sched)
-	p.delay.observe(late)
-	if late > LateAfter {
+	s := runStart{late: m.clock.Since(j.sched)}
+	p.delay.observe(s.late)
+	if s.late > LateAfter {
 		p.late.Add(1)
-		p.lastLateBy.Store(int64(late))
+		p.lastLateBy.Store(int64(s.late))
 		p.lastLate.Store(m.clock.Now().UnixNano())
+		s.why = p.waitReason(j.waited)
 		if m.debug() {
-			w.logger().Debug("probe started late: its pool of runners was busy or the node overloaded",
-				"pool", p.name, "late", late.Round(time.Millisecond))
+			w.logger().Debug("probe started late", "pool", p.name, "late", s.late.Round(time.Millisecond), "why", s.why)
 		}
 	}
 	if m.onStart != nil {
-		m.onStart(late, j.overran)
+		m.onStart(s.late, j.overran)
 	}
-	w.doProbe(j.ctx)
+	w.doProbe(j.ctx, s)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -38,6 +38,12 @@ var (
 	probesDesc = prometheus.NewDesc("probeshim_probes_total",
 		"Probes run by the engine, by probe_type and result (successful, failed, unknown): the node's total, without a series per pod (those are on /metrics/probes).",
 		[]string{"probe_type", "result"}, nil)
+	probeErrorsDesc = prometheus.NewDesc("probeshim_probe_errors_total",
+		"Probe runs that could not probe, by probe_type and reason (CommandNotFound, PermissionDenied, NetworkNamespaceGone, "+
+			"TargetRefused, ExecFreeReadRefused, RuntimeUnavailable, RuntimeError): no result; the probe's state is Unknown with "+
+			"the reason while nothing else is known of it (at once for TargetRefused). Errors of a container that stopped "+
+			"meanwhile are not counted.",
+		[]string{"probe_type", "reason"}, nil)
 	startDelayDesc = prometheus.NewDesc("probeshim_probe_start_delay_seconds",
 		"How long after its scheduled time a probe started, by pool (exec or network).",
 		[]string{"pool"}, nil)
@@ -123,22 +129,37 @@ func (m *Manager) countRun(probeType string, r Result) {
 	n.(*atomic.Uint64).Add(1)
 }
 
+// errKey counts the runs that could not run by probe type and reason, for probeshim_probe_errors_total.
+type errKey struct{ probeType, reason string }
+
+// countError adds a run that could not run to probeshim_probe_errors_total.
+func (m *Manager) countError(probeType, reason string) {
+	k := errKey{probeType, reason}
+	n, ok := m.errs.Load(k)
+	if !ok {
+		n, _ = m.errs.LoadOrStore(k, new(atomic.Uint64))
+	}
+	n.(*atomic.Uint64).Add(1)
+}
+
 // collector exports the engine's own series: its pools and its probes' total by type and result.
 // Their number does not grow with the pods.
 type collector struct{ m *Manager }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- probesDesc
+	ch <- probeErrorsDesc
 	ch <- startDelayDesc
 	ch <- startedLateDesc
 	ch <- queuedDesc
 }
 
 // MetricTypes tells the metrics reference (internal/metricsref) the types of the series Collect
-// builds: probeshim_probes_total has none before a probe ran.
+// builds: probeshim_probes_total has none before a probe ran, probeshim_probe_errors_total none
+// without WithProbeTypes.
 func (c collector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
-	return map[*prometheus.Desc]dto.MetricType{probesDesc: dto.MetricType_COUNTER, startDelayDesc: dto.MetricType_HISTOGRAM,
-		startedLateDesc: dto.MetricType_COUNTER, queuedDesc: dto.MetricType_GAUGE}
+	return map[*prometheus.Desc]dto.MetricType{probesDesc: dto.MetricType_COUNTER, probeErrorsDesc: dto.MetricType_COUNTER,
+		startDelayDesc: dto.MetricType_HISTOGRAM, startedLateDesc: dto.MetricType_COUNTER, queuedDesc: dto.MetricType_GAUGE}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -155,6 +176,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		key := k.(runKey)
 		ch <- prometheus.MustNewConstMetric(probesDesc, prometheus.CounterValue, float64(n.(*atomic.Uint64).Load()),
 			key.probeType, resultLabel(key.result))
+		return true
+	})
+	c.m.errs.Range(func(k, n any) bool {
+		key := k.(errKey)
+		ch <- prometheus.MustNewConstMetric(probeErrorsDesc, prometheus.CounterValue, float64(n.(*atomic.Uint64).Load()),
+			key.probeType, key.reason)
 		return true
 	})
 }

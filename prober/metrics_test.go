@@ -116,10 +116,10 @@ func TestMetrics(t *testing.T) {
 }
 
 // The types the collectors tell the metrics reference (MetricTypes) are those of their series, every
-// one of which exists after a probe.
+// one of which exists after a probe (the error counter's from the start, with WithProbeTypes).
 func TestMetricTypes(t *testing.T) {
 	ref := metricsref.NewRegistry()
-	h := newHarness(t, WithRegisterer(ref), WithPodRegisterer(ref))
+	h := newHarness(t, WithRegisterer(ref), WithPodRegisterer(ref), WithProbeTypes("custom"))
 	h.m.Sync([]Desired{desired("p", execSpec())})
 	h.running("c1")
 	h.exec.push(ok)
@@ -235,4 +235,16 @@ func TestEngineSeriesDoNotGrowWithPods(t *testing.T) {
 	if got := gather(t, engine)["probeshim_probes_total"].GetMetric()[0].GetCounter().GetValue(); got != 5 {
 		t.Errorf("after the probes went: %v, want 5", got)
 	}
+}
+
+// errorCounts returns probeshim_probe_errors_total by "probe_type/reason".
+func errorCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	if mf := gather(t, reg)["probeshim_probe_errors_total"]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			out[labels(m)["probe_type"]+"/"+labels(m)["reason"]] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,13 +28,19 @@ const (
 	MaxMessage = 1024
 )
 
-// runProbe runs cfg's handler once. An error means the probe could not be
-// run at all; its result is discarded.
-func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID string) (Result, string, error) {
-	timeout := cfg.timeout()
+// timeout is how long a run of cfg may take: its spec's, within the engine's cap.
+func (m *Manager) timeout(cfg *probeConfig) time.Duration {
 	if m.maxTimeout > 0 {
-		timeout = min(timeout, m.maxTimeout)
+		return min(cfg.timeout(), m.maxTimeout)
 	}
+	return cfg.timeout()
+}
+
+// runProbe runs cfg's handler once. An error means the probe could not be
+// run at all; its result is discarded. One wrapping ErrRefused is a target
+// not dialled: nothing is known of the pod's health.
+func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID string) (Result, string, error) {
+	timeout := m.timeout(cfg)
 	h := &cfg.spec.ProbeHandler
 	if n := countHandlers(h); n != 1 {
 		// A spec error is the user's to fix: say so in status rather than
@@ -58,21 +65,21 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 		addr, err = Address(cfg.pod, "", intstr.FromInt32(h.GRPC.Port), nil)
 	}
 	if errors.Is(err, ErrRefused) {
-		return Unknown, err.Error(), nil // nothing is dialled: nothing is known of the pod's health
+		return Unknown, "", err
 	}
 	if err != nil {
 		return Failure, err.Error(), nil
 	}
 	d, err := m.network.DialerFor(cfg.pod)
 	if errors.Is(err, ErrRefused) {
-		return Unknown, err.Error(), nil
+		return Unknown, "", err
 	}
 	if err != nil {
 		return Unknown, "", fmt.Errorf("no dialer for pod: %w", err)
 	}
 	if c, ok := d.(AddressChecker); ok {
 		if err := c.CheckAddress(addr); errors.Is(err, ErrRefused) {
-			return Unknown, err.Error(), nil
+			return Unknown, "", err
 		}
 	}
 	if h.HTTPGet != nil {

@@ -29,6 +29,7 @@ type resultEntry struct {
 	sent        bool
 	sentResult  Result
 	sentMessage string
+	sentReason  string
 }
 
 func newResultStore() *resultStore {
@@ -39,9 +40,9 @@ func newResultStore() *resultStore {
 	}
 }
 
-// set records u unless the worker is gone, and reports whether the result or
-// message changed. The gone check is under the lock so that a removal cannot
-// be undone by a probe that was still running.
+// set records u unless the worker is gone, and reports whether the result,
+// message or reason changed. The gone check is under the lock so that a
+// removal cannot be undone by a probe that was still running.
 func (s *resultStore) set(u Update, gone *atomic.Bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -49,7 +50,7 @@ func (s *resultStore) set(u Update, gone *atomic.Bool) bool {
 		return false
 	}
 	e, ok := s.entries[u.Key]
-	if ok && e.latest.Result == u.Result && e.latest.Message == u.Message {
+	if ok && e.latest.Result == u.Result && e.latest.Message == u.Message && e.latest.Reason == u.Reason {
 		return false
 	}
 	if !ok {
@@ -109,12 +110,12 @@ func (s *resultStore) run(ctx context.Context) {
 				continue
 			}
 			e.queued = false
-			if e.sent && e.sentResult == e.latest.Result && e.sentMessage == e.latest.Message {
+			if e.sent && e.sentResult == e.latest.Result && e.sentMessage == e.latest.Message && e.sentReason == e.latest.Reason {
 				s.mu.Unlock()
 				continue
 			}
 			u := e.latest
-			e.sent, e.sentResult, e.sentMessage = true, u.Result, u.Message
+			e.sent, e.sentResult, e.sentMessage, e.sentReason = true, u.Result, u.Message, u.Reason
 			s.mu.Unlock()
 			select {
 			case s.out <- u:

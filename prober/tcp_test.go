@@ -87,20 +87,21 @@ func TestTCPThroughEngine(t *testing.T) {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
 	d.Spec.TCPSocket.Host = "8.8.8.8"
-	if r, msg, _ := runOnce(t, h.m, d); r != Unknown || !strings.Contains(msg, "is not the pod") {
-		t.Fatalf("foreign host: %v %q", r, msg)
+	if r, msg, err := runOnce(t, h.m, d); r != Unknown || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "is not the pod") {
+		t.Fatalf("foreign host: %v %q %v", r, msg, err)
 	}
 }
 
 // A Network that refuses a pod (an IP that is not the pod's) makes the probe Unknown with its
-// reason, published, instead of a discarded probe error.
+// reason: a refusal, which the worker publishes (TestRefusedTargetIsUnknownWithItsReason), not a
+// discarded probe error.
 func TestRefusedByNetwork(t *testing.T) {
 	refuse := NetworkFunc(func(PodRef) (Dialer, error) {
 		return nil, fmt.Errorf("%w: IP 10.0.0.9 is not the pod's", ErrRefused)
 	})
 	h := newHarness(t, WithNetwork(refuse))
 	d := desired("p", corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}})
-	if r, msg, err := runOnce(t, h.m, d); err != nil || r != Unknown || msg != "probe refused: IP 10.0.0.9 is not the pod's" {
+	if r, msg, err := runOnce(t, h.m, d); !refusal(r, msg, err, "probe refused: IP 10.0.0.9 is not the pod's") {
 		t.Fatalf("got %v %q %v", r, msg, err)
 	}
 }
@@ -116,7 +117,7 @@ func TestRefusedByDialer(t *testing.T) {
 		{GRPC: &corev1.GRPCAction{Port: 10250}},
 	} {
 		r, msg, err := runOnce(t, h.m, desired("p", corev1.Probe{ProbeHandler: handler}))
-		if err != nil || r != Unknown || msg != "probe refused: port 10250 is not declared" {
+		if !refusal(r, msg, err, "probe refused: port 10250 is not declared") {
 			t.Errorf("%+v: got %v %q %v", handler, r, msg, err)
 		}
 	}
@@ -134,6 +135,11 @@ func (d *checkingDialer) DialContext(context.Context, string, string) (net.Conn,
 
 func (d *checkingDialer) CheckAddress(string) error {
 	return fmt.Errorf("%w: port 10250 is not declared", ErrRefused)
+}
+
+// refusal reports whether runProbe's outcome is a refusal saying want ("" for any).
+func refusal(r Result, msg string, err error, want string) bool {
+	return r == Unknown && msg == "" && errors.Is(err, ErrRefused) && (want == "" || err.Error() == want)
 }
 
 // A network probe with no dialer for its pod (netns gone) is a probe error.

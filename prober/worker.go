@@ -4,9 +4,9 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +88,7 @@ type worker struct {
 	published  bool
 	pubResult  Result
 	pubMessage string
+	pubReason  string
 	// erroring: the last run ended in a probe error, already logged.
 	erroring bool
 
@@ -129,8 +130,8 @@ func (w *worker) period() time.Duration {
 	return w.cfg.Load().period()
 }
 
-// doProbe is one tick of the worker's state machine.
-func (w *worker) doProbe(ctx context.Context) {
+// doProbe is one tick of the worker's state machine; s is how the run began.
+func (w *worker) doProbe(ctx context.Context, s runStart) {
 	cfg := w.cfg.Load()
 	if cfg.gen != w.gen {
 		w.gen = cfg.gen
@@ -163,13 +164,15 @@ func (w *worker) doProbe(ctx context.Context) {
 		return
 	}
 
-	start := w.m.clock.Now()
+	began := w.m.clock.Now()
 	result, msg, err := w.m.runProbe(ctx, cfg, c.ID)
+	took := w.m.clock.Since(began)
 	if ctx.Err() != nil {
 		return // stopped or removed mid-probe: the outcome means nothing
 	}
-	if err != nil {
-		w.probeError(c.ID, err)
+	refused := errors.Is(err, ErrRefused)
+	if err != nil && !refused {
+		w.probeError(c.ID, err, s)
 		return
 	}
 	w.erroring = false
@@ -182,8 +185,16 @@ func (w *worker) doProbe(ctx context.Context) {
 		}
 		return
 	}
-	w.stats.observe(result, w.m.clock.Since(start))
+	w.stats.observe(result, took)
 	w.m.countRun(w.probeType, result)
+	reason := ""
+	switch {
+	case refused: // nothing was dialled: Unknown at once, whatever was known before
+		result, msg, reason = Unknown, errorDetail(err, ""), ReasonTargetRefused
+		w.m.countError(w.probeType, reason)
+	case result == Failure && took >= w.m.timeout(cfg):
+		msg += s.note() // a timeout that may be the node's: it started late
+	}
 
 	if result == w.lastResult {
 		w.resultRun++
@@ -194,17 +205,17 @@ func (w *worker) doProbe(ctx context.Context) {
 		(result == Success && w.resultRun < cfg.successThreshold()) {
 		return
 	}
-	w.publish(result, msg)
+	w.publishUpdate(result, msg, reason, false)
 }
 
 // probeError discards a run that ended in an error, as the kubelet does: the
 // published result stands, and the error counts toward no threshold. But it is
-// never silent: while nothing else is known of the probe (Unknown), the state
-// says why it does not run (a command that does not exist would otherwise stay
-// Unknown without a word), and the first of a streak on a container that
-// still runs is a warning (within the manager's budget). Errors of a container
-// that stopped meanwhile are its end, not news.
-func (w *worker) probeError(containerID string, err error) {
+// never silent: it is counted by reason, while nothing else is known of the
+// probe (Unknown) the state says why it does not run (a command that does not
+// exist would otherwise stay Unknown without a word), and the first of a
+// streak on a container that still runs is a warning (within the manager's
+// budget). Errors of a container that stopped meanwhile are its end, not news.
+func (w *worker) probeError(containerID string, err error, s runStart) {
 	now, ok := w.m.containers.Container(w.key.PodUID, w.key.Container)
 	if !ok || now.ID != containerID || !now.Running {
 		if w.m.debug() {
@@ -212,32 +223,19 @@ func (w *worker) probeError(containerID string, err error) {
 		}
 		return
 	}
+	reason := ErrorReason(err)
+	w.m.countError(w.probeType, reason)
 	if !w.published || w.pubResult == Unknown {
-		w.publishUpdate(Unknown, ErrorMessage(err), true)
+		w.publishUpdate(Unknown, errorDetail(err, s.note()), reason, true)
 	}
 	if w.erroring || !w.m.errorLogs.AllowN(w.m.clock.Now(), 1) {
 		if w.m.debug() {
-			w.logger().Debug("probe error, result discarded", "error", err)
+			w.logger().Debug("probe error, result discarded", "reason", reason, "error", err)
 		}
 		return
 	}
 	w.erroring = true
-	w.logger().Warn("probe error: the result is discarded until a run completes", "error", err)
-}
-
-// ErrorMessage says why a probe could not run, its kind first: what a person
-// reads in the probe's state instead of a bare Unknown.
-func ErrorMessage(err error) string {
-	msg := err.Error()
-	switch lower := strings.ToLower(msg); {
-	// runc's words for a command that is not there: not in $PATH, or a path that does not exist.
-	case strings.Contains(lower, "executable file not found") ||
-		(strings.Contains(lower, `exec: "`) && strings.Contains(lower, "no such file or directory")):
-		return "probe error: command not found: " + msg
-	case strings.Contains(lower, "permission denied"):
-		return "probe error: permission denied: " + msg
-	}
-	return "probe error: " + msg
+	w.logger().Warn("probe error: the result is discarded until a run completes", "reason", reason, "error", err)
 }
 
 // notRunning publishes Unknown for a container that has stopped. An exit is
@@ -250,15 +248,15 @@ func (w *worker) notRunning() {
 	w.publish(Unknown, "container is not running")
 }
 
-func (w *worker) publish(r Result, msg string) { w.publishUpdate(r, msg, false) }
+func (w *worker) publish(r Result, msg string) { w.publishUpdate(r, msg, "", false) }
 
-func (w *worker) publishUpdate(r Result, msg string, errored bool) {
+func (w *worker) publishUpdate(r Result, msg, reason string, errored bool) {
 	msg = capMessage(msg)
-	if w.published && r == w.pubResult && msg == w.pubMessage {
+	if w.published && r == w.pubResult && msg == w.pubMessage && reason == w.pubReason {
 		return // the store holds it already: set would change nothing
 	}
-	w.published, w.pubResult, w.pubMessage = true, r, msg
-	u := Update{Key: w.key, Result: r, Message: msg, Time: w.m.clock.Now(), Errored: errored}
+	w.published, w.pubResult, w.pubMessage, w.pubReason = true, r, msg, reason
+	u := Update{Key: w.key, Result: r, Message: msg, Reason: reason, Time: w.m.clock.Now(), Errored: errored}
 	if w.m.results.set(u, &w.gone) && w.m.debug() {
 		w.logger().Debug("probe result changed", "result", r.String(), "message", u.Message)
 	}

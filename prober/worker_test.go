@@ -266,35 +266,40 @@ func TestProbeErrorDiscarded(t *testing.T) {
 }
 
 // SEMANTICS: a probe error is never silent: while nothing else is known, the state says why the
-// probe does not run (a command that does not exist never yields a result), instead of a bare
-// Unknown; a result, once there is one, replaces it.
+// probe does not run (a command that does not exist never yields a result), its reason and the
+// error's text, instead of a bare Unknown; a result, once there is one, replaces it. Every error
+// is counted by reason.
 func TestProbeErrorSaysWhyWhileUnknown(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, WithProbeTypes("custom"))
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 1)))})
 	h.running("c1")
 	k := key("p")
 	notFound := execOutcome{err: errors.New(`failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)}
 	h.exec.push(notFound)
 	h.probe(k)
-	h.expectMessage(k, Unknown, `probe error: command not found: failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)
-	if u, _ := h.result(k); !u.Errored {
-		t.Error("the error's Unknown is not marked Errored")
+	h.expectMessage(k, Unknown, `failed to exec in container: OCI runtime exec failed: exec: "idle-check": executable file not found in $PATH`)
+	if u, _ := h.result(k); !u.Errored || u.Reason != ReasonCommandNotFound {
+		t.Errorf("the error's Unknown: Errored %t, reason %q; want Errored, %s", u.Errored, u.Reason, ReasonCommandNotFound)
 	}
 	h.exec.push(execOutcome{err: errors.New("open /proc/self/fd/3: permission denied")})
 	h.probe(k)
-	h.expectMessage(k, Unknown, "probe error: permission denied: open /proc/self/fd/3: permission denied")
+	h.expectMessage(k, Unknown, "open /proc/self/fd/3: permission denied")
+	if u, _ := h.result(k); u.Reason != ReasonPermissionDenied {
+		t.Errorf("reason %q, want %s", u.Reason, ReasonPermissionDenied)
+	}
 	h.exec.push(ok)
 	h.probe(k)
 	h.expect(k, Success)
-	if u, _ := h.result(k); u.Errored {
-		t.Error("a result marked as an error")
+	if u, _ := h.result(k); u.Errored || u.Reason != "" {
+		t.Errorf("a result marked as an error: Errored %t, reason %q", u.Errored, u.Reason)
 	}
-	// A runtime error that names a missing file of its own is no missing command.
-	if m := ErrorMessage(errors.New(`failed to start io pipe copy: containerd-shim: opening file "/proc/152/fd/12" failed: open /proc/152/fd/12: no such file or directory`)); strings.Contains(m, "command not found") {
-		t.Errorf("ErrorMessage: %q", m)
-	}
-	if m := ErrorMessage(errors.New(`exec: "/bin/idle-check": stat /bin/idle-check: no such file or directory`)); !strings.HasPrefix(m, "probe error: command not found: ") {
-		t.Errorf("ErrorMessage of a missing path: %q", m)
+	// Once there is a result the error stands behind it, but it is still counted.
+	h.exec.push(notFound)
+	h.probe(k)
+	h.expect(k, Success)
+	got := errorCounts(t, h.reg)
+	if got["custom/"+ReasonCommandNotFound] != 2 || got["custom/"+ReasonPermissionDenied] != 1 {
+		t.Errorf("probeshim_probe_errors_total = %v, want CommandNotFound 2, PermissionDenied 1", got)
 	}
 }
 

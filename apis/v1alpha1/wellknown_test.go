@@ -17,6 +17,7 @@ func TestWellKnownNames(t *testing.T) {
 		AnnotationContainerProbeContext: "apps.kruise.io/container-probe-context",
 		EventReasonProbeSucceeded:       "KruiseProbeSucceeded",
 		EventReasonProbeFailed:          "KruiseProbeFailed",
+		EventReasonProbeError:           "ProbeError",
 		LabelCRRPodUID:                  "crr.apps.kruise.io/pod-uid",
 		LabelCRRNodeName:                "crr.apps.kruise.io/node-name",
 		LabelCRRActive:                  "crr.apps.kruise.io/active",

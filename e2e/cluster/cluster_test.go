@@ -608,6 +608,16 @@ func condIs(typ string, status corev1.ConditionStatus, msg string) podCheck {
 	}
 }
 
+func condReason(typ, reason string) podCheck {
+	return func(p *corev1.Pod) (bool, string) {
+		c := podCondition(p, typ)
+		if c == nil {
+			return false, "no condition " + typ
+		}
+		return c.Reason == reason, fmt.Sprintf("condition %s reason %q, want %q", typ, c.Reason, reason)
+	}
+}
+
 func noCondition(typ string) podCheck {
 	return func(p *corev1.Pod) (bool, string) {
 		if c := podCondition(p, typ); c != nil {

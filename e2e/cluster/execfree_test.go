@@ -171,10 +171,12 @@ func (s *suite) testExecFreePrivileges(t *testing.T) {
 			Probe: probe(execHandler("cat", "/host/proc/1/status"))})
 	m.Annotations = map[string]string{v1alpha1.AnnotationExecFree: "true"}
 	s.createMarker(t, m)
-	kernelRefused := "cat: /host/proc/1/status: On a kernel file system (/proc, /sys), not read without exec"
+	// Not read, and no result: the probe cannot run exec-free (a cat would have read it).
+	kernelRefused := "probe error (ExecFreeReadRefused): cat: /host/proc/1/status: On a kernel file system (/proc, /sys), not read without exec"
 	s.waitPod(t, pods["privileged"], "the privileged pod reads the locked file, not the host's /proc", waitMarks, all(
 		condIs("example.com/locked", corev1.ConditionTrue, "locked"),
-		condIs("example.com/kernel", corev1.ConditionFalse, kernelRefused)))
+		condIs("example.com/kernel", corev1.ConditionUnknown, kernelRefused),
+		condReason("example.com/kernel", "ExecFreeReadRefused")))
 	s.waitPod(t, pods["dropped"], "the pod without capabilities may not read the locked file", waitMarks,
 		condIs("example.com/locked", corev1.ConditionFalse, "cat: /tmp/locked: Permission denied"))
 }

@@ -147,7 +147,7 @@ func TestNodeService(t *testing.T) {
 					return false, err.Error(), nil
 				}
 				m := st["exec-missing"]
-				return m.State == v1alpha1.ProbeUnknown && strings.Contains(m.Message, "command not found") &&
+				return m.State == v1alpha1.ProbeUnknown && strings.HasPrefix(m.Message, "probe error (CommandNotFound): ") &&
 					strings.Contains(m.Message, "no-such-command"), fmt.Sprintf("%s %q", m.State, m.Message), nil
 			})
 		if err != nil {
@@ -156,7 +156,7 @@ func TestNodeService(t *testing.T) {
 		if m := st["http-500"].Message; m != "HTTP probe failed with statuscode: 500" {
 			t.Errorf("http-500 message = %q", m)
 		}
-		if m := st["host-is-node"].Message; !strings.Contains(m, "refused") || !strings.Contains(m, "host") {
+		if m := st["host-is-node"].Message; !strings.HasPrefix(m, "probe error (TargetRefused): ") || !strings.Contains(m, "host") {
 			t.Errorf("host-is-node message = %q, want the refusal and the field", m)
 		}
 		if !strings.Contains(s.svc.Logs(), "host-is-node") {
@@ -174,6 +174,11 @@ func TestNodeService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A probe that cannot run: one ProbeError with its reason, however often it errs.
+		if _, err := c.WaitForEvent(framework.Context(t, time.Minute), ns, pod.Name, v1alpha1.EventReasonProbeError,
+			"exec-missing probe errored (CommandNotFound): ", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		s.waitState(t, "exec-ok", v1alpha1.ProbeSucceeded, 15*time.Second)
 		// Three more periods of a steady result: no repeat; and a first success is no event (the
 		// status and the pod condition say it, as the kubelet writes none for successes).
@@ -185,6 +190,9 @@ func TestNodeService(t *testing.T) {
 			for _, e := range evs {
 				if e.Reason == ev.Reason && strings.Contains(e.Message, "exec-fail") && e.Count > 1 {
 					return fmt.Errorf("event %s for a steady result recorded %d times, want once", e.Reason, e.Count)
+				}
+				if e.Reason == v1alpha1.EventReasonProbeError && strings.Contains(e.Message, "exec-missing") && e.Count > 1 {
+					return fmt.Errorf("event %s for a probe that keeps erring recorded %d times, want once", e.Reason, e.Count)
 				}
 				if e.Reason == v1alpha1.EventReasonProbeSucceeded && strings.Contains(e.Message, "exec-ok") {
 					return fmt.Errorf("event %s for exec-ok's first success: %s", e.Reason, e.Message)
@@ -329,7 +337,8 @@ func TestNodeService(t *testing.T) {
 					return false, err.Error(), nil
 				}
 				var missing []string
-				for _, want := range []string{`probeshim_probes_total{probe_type=`, "probeshim_api_writes_total", "probeshim_build_info{"} {
+				for _, want := range []string{`probeshim_probes_total{probe_type=`, "probeshim_api_writes_total", "probeshim_build_info{",
+					`probeshim_probe_errors_total{probe_type="custom",reason="CommandNotFound"}`} {
 					if !strings.Contains(metrics, want) {
 						missing = append(missing, want)
 					}
@@ -359,7 +368,7 @@ func TestNodeService(t *testing.T) {
 			probe("loopback-by-default", "web", httpGet(8080, "/")),
 		}
 		for _, tc := range []struct{ ip, want string }{
-			{rig.NodeIP, "probe refused: IP " + rig.NodeIP + " is not pod " + ns + "/probed's own; the runtime reports [" + pod.Status.PodIP + "]"},
+			{rig.NodeIP, "probe error (TargetRefused): probe refused: IP " + rig.NodeIP + " is not pod " + ns + "/probed's own; the runtime reports [" + pod.Status.PodIP + "]"},
 			{"", "IP: Required value: the pod's IP"},
 		} {
 			s.writeEntries(t, []v1alpha1.PodProbe{{Name: pod.Name, Namespace: ns, UID: string(pod.UID), IP: tc.ip, Probes: forged}})

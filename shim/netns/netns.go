@@ -36,12 +36,16 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probeshim/probeshim/prober"
 )
 
 var (
 	// ErrNotFound means the namespace path no longer names the namespace
-	// that was opened (the pod's sandbox is gone or was recreated).
-	ErrNotFound = errors.New("network namespace not found")
+	// that was opened (the pod's sandbox is gone or was recreated). It is the
+	// engine's prober.ErrNamespaceGone, so that the engine tells a probe error
+	// of a gone namespace by its kind.
+	ErrNotFound = prober.ErrNamespaceGone
 	// ErrInvalidAddress is returned for a network other than tcp/udp or an
 	// address that is not IP:port.
 	ErrInvalidAddress = errors.New("invalid probe address")

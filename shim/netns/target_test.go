@@ -5,6 +5,7 @@ package netns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -164,5 +165,31 @@ func TestNetworkTargets(t *testing.T) {
 	}
 	if got := resolved.Load() - before; got > 1 {
 		t.Errorf("resolved %d times for a forged IP, want at most 1", got)
+	}
+}
+
+// A pod whose namespace is gone is a probe error the engine tells by its kind, whether the
+// runtime says so or the path it gave no longer exists; a refusal is the engine's kind too.
+func TestGoneNamespaceReason(t *testing.T) {
+	gone := fmt.Errorf("%w: sandbox of pod pod-2: not found", prober.ErrNamespaceGone) // as runtime.PodNetwork says it
+	n := NewNetwork(func(_ context.Context, uid string) (string, bool, []string, error) {
+		if uid == "pod-2" {
+			return "", false, nil, gone
+		}
+		return "/var/run/netns/probeshim-test-does-not-exist", false, []string{"10.99.0.2"}, nil
+	})
+	defer n.Close()
+	for _, uid := range []string{"pod-1", "pod-2"} {
+		_, err := n.DialerFor(prober.PodRef{UID: uid, Namespace: "ns", Name: "web", IP: "10.99.0.2"})
+		if !errors.Is(err, ErrNotFound) || !errors.Is(err, prober.ErrNamespaceGone) {
+			t.Errorf("%s: %v, want ErrNotFound and prober.ErrNamespaceGone", uid, err)
+		}
+		if r := prober.ErrorReason(err); r != prober.ReasonNetworkNamespaceGone {
+			t.Errorf("%s: %v: reason %s, want %s", uid, err, r, prober.ReasonNetworkNamespaceGone)
+		}
+	}
+	_, err := n.DialerFor(prober.PodRef{UID: "pod-3", Namespace: "ns", Name: "web"})
+	if r := prober.ErrorReason(err); r != prober.ReasonTargetRefused {
+		t.Errorf("no pod IP: %v: reason %s, want %s", err, r, prober.ReasonTargetRefused)
 	}
 }

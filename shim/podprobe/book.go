@@ -27,12 +27,14 @@ type podEntry struct {
 	probes map[string]*v1alpha1.ContainerProbeState // by probe name
 }
 
-// transition is a probe's state change that earns an event on the pod.
+// transition is a probe's state change that earns an event on the pod: to Succeeded or Failed,
+// or to Unknown because the probe could not run (reason set; a new reason is a change too).
 type transition struct {
 	pod         podMeta
 	probe       string
 	prev, state v1alpha1.ProbeState // prev is "" for a probe's first result
 	message     string
+	reason      string // why the probe could not run, with message the error's text
 }
 
 func newBook() *book { return &book{pods: map[string]*podEntry{}} }
@@ -102,27 +104,40 @@ func (b *book) retain(spec *v1alpha1.NodePodProbeSpec, refused []refusal, now ti
 
 // apply records a result of the engine. It reports whether the status changed,
 // whether only a message changed (the state is the one the book held), and,
-// for a change of state to Succeeded or Failed, the transition.
+// for a change of state to Succeeded or Failed, or to Unknown for a reason
+// the probe could not run, the transition.
 func (b *book) apply(pod podMeta, u prober.Update) (changed, messageOnly bool, t *transition) {
 	state := stateOf(u.Result)
-	if state == v1alpha1.ProbeUnknown && (u.Message == "" || u.Errored) {
+	msg := u.Message
+	if u.Reason != "" {
+		msg = v1alpha1.ProbeErrorMessage(u.Reason, u.Message)
+	}
+	if state == v1alpha1.ProbeUnknown && (msg == "" || u.Errored) {
 		// The engine's first word on a container it has not probed yet, or why it could not
 		// probe it yet. A result seeded from an earlier run is better than that (an error while
 		// the service restarts, say); an Unknown seeded is not better than a reason.
 		if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil &&
-			(u.Message == "" || e.probes[u.Key.Probe].State != v1alpha1.ProbeUnknown) {
+			(msg == "" || e.probes[u.Key.Probe].State != v1alpha1.ProbeUnknown) {
 			return false, false, nil
 		}
 	}
-	known := false
+	known, prevReason := false, ""
 	if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil {
 		known = true
+		if s := e.probes[u.Key.Probe]; s.State == v1alpha1.ProbeUnknown {
+			// Read back from the message, so that a reason seeded from an earlier run is no news.
+			prevReason, _, _ = v1alpha1.ParseProbeError(s.Message)
+		}
 	}
-	prev, changed := b.set(pod, u.Key.Probe, state, u.Message, u.Time)
-	if changed && prev != state && state != v1alpha1.ProbeUnknown {
+	prev, changed := b.set(pod, u.Key.Probe, state, msg, u.Time)
+	switch {
+	case !changed:
+	case prev != state && state != v1alpha1.ProbeUnknown:
 		t = &transition{pod: pod, probe: u.Key.Probe, prev: prev, state: state, message: u.Message}
+	case u.Reason != "" && (prev != state || prevReason != u.Reason):
+		t = &transition{pod: pod, probe: u.Key.Probe, prev: prev, state: state, message: u.Message, reason: u.Reason}
 	}
-	return changed, changed && known && prev == state, t
+	return changed, changed && known && prev == state && t == nil, t
 }
 
 // set stores a state and returns the previous one and whether anything changed.

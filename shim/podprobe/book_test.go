@@ -80,8 +80,8 @@ func TestBookSeedBeatsAnError(t *testing.T) {
 			{Name: "m#new", State: v1alpha1.ProbeUnknown}},
 	}}})
 	errored := func(probe string) prober.Update {
-		u := update(probe, prober.Unknown, "probe error: failed to start io pipe copy", t0)
-		u.Errored = true
+		u := update(probe, prober.Unknown, "failed to start io pipe copy", t0)
+		u.Errored, u.Reason = true, prober.ReasonRuntimeError
 		return u
 	}
 	if changed, _, _ := b.apply(web, errored("m#idle")); changed {
@@ -89,6 +89,71 @@ func TestBookSeedBeatsAnError(t *testing.T) {
 	}
 	if changed, _, _ := b.apply(web, errored("m#new")); !changed {
 		t.Error("a probe error did not replace a seeded Unknown without a reason")
+	}
+}
+
+// probeErr is the engine's Unknown of a probe that could not run.
+func probeErr(probe, reason, detail string, at time.Time) prober.Update {
+	u := update(probe, prober.Unknown, detail, at)
+	u.Reason, u.Errored = reason, reason != prober.ReasonTargetRefused
+	return u
+}
+
+// A probe that could not run reads Unknown with its reason first in the message. Becoming Unknown
+// that way, or for another reason, is a transition (an event); the same reason again, with new
+// text, only a message.
+func TestBookProbeErrors(t *testing.T) {
+	b := newBook()
+	const notFound = `exec: "nc": executable file not found in $PATH`
+	steps := []struct {
+		name          string
+		u             prober.Update
+		msgOnly       bool
+		reason        string // of the transition; "-" for none
+		state         v1alpha1.ProbeState
+		statusMessage string
+	}{
+		{"a new container", update("m#idle", prober.Unknown, "", t0), false, "-", v1alpha1.ProbeUnknown, ""},
+		{"its command is missing", probeErr("m#idle", prober.ReasonCommandNotFound, notFound, t0), false, prober.ReasonCommandNotFound,
+			v1alpha1.ProbeUnknown, "probe error (CommandNotFound): " + notFound},
+		{"again, started late", probeErr("m#idle", prober.ReasonCommandNotFound, notFound+" (started 2s late: the node's exec pool was full)", t0), true, "-",
+			v1alpha1.ProbeUnknown, "probe error (CommandNotFound): " + notFound + " (started 2s late: the node's exec pool was full)"},
+		{"another reason", probeErr("m#idle", prober.ReasonPermissionDenied, "permission denied", t0), false, prober.ReasonPermissionDenied,
+			v1alpha1.ProbeUnknown, "probe error (PermissionDenied): permission denied"},
+		{"a result", update("m#idle", prober.Success, "ok", t0), false, "", v1alpha1.ProbeSucceeded, "ok"},
+		{"a refused target", probeErr("m#idle", prober.ReasonTargetRefused, "probe refused: port 10250 is not declared", t0), false,
+			prober.ReasonTargetRefused, v1alpha1.ProbeUnknown, "probe error (TargetRefused): probe refused: port 10250 is not declared"},
+		{"the container restarted", update("m#idle", prober.Unknown, "container restarted", t0), true, "-", v1alpha1.ProbeUnknown, "container restarted"},
+	}
+	for _, st := range steps {
+		changed, msgOnly, tr := b.apply(web, st.u)
+		got := "-"
+		if tr != nil {
+			got = tr.reason
+		}
+		if !changed || msgOnly != st.msgOnly || got != st.reason {
+			t.Errorf("%s: changed %t, messageOnly %t, transition %q; want a change, messageOnly %t, transition %q",
+				st.name, changed, msgOnly, got, st.msgOnly, st.reason)
+		}
+		if tr != nil && tr.reason != "" && (tr.message != st.u.Message || tr.state != v1alpha1.ProbeUnknown) {
+			t.Errorf("%s: transition %+v, want the error's text", st.name, tr)
+		}
+		if s := b.status()[0].ProbeStates[0]; s.State != st.state || s.Message != st.statusMessage {
+			t.Errorf("%s: status %s %q, want %s %q", st.name, s.State, s.Message, st.state, st.statusMessage)
+		}
+	}
+}
+
+// The reason a status written earlier gives is no news after a restart: no second event.
+func TestBookSeededProbeErrorIsNoNews(t *testing.T) {
+	b := newBook()
+	b.seed(&v1alpha1.NodePodProbeStatus{PodProbeStatuses: []v1alpha1.PodProbeStatus{{
+		Name: web.name, Namespace: web.namespace, UID: web.uid,
+		ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#idle", State: v1alpha1.ProbeUnknown,
+			Message: v1alpha1.ProbeErrorMessage(prober.ReasonCommandNotFound, "old text")}},
+	}}})
+	if changed, _, tr := b.apply(web, probeErr("m#idle", prober.ReasonCommandNotFound, "new text", t0)); !changed || tr != nil {
+		t.Errorf("the seeded reason again: changed %t, transition %+v; want the new text, no event", changed, tr)
 	}
 }
 

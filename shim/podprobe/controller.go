@@ -238,11 +238,16 @@ const EventReasonUnhealthy = "Unhealthy"
 // speaks the kubelet's language: Unhealthy "Liveness probe failed: ...", and nothing when it
 // succeeds. A marker probe's change is told with OpenKruise's reasons, but not its first success
 // (nor a success after Unknown): the status and the pod condition say it, and a node service
-// starting with 100 pods would otherwise write hundreds of Events.
+// starting with 100 pods would otherwise write hundreds of Events. A probe that became Unknown
+// because it could not run is a ProbeError, worded as the kubelet's "Liveness probe errored: ...",
+// with the reason the status gives.
 func (c *Controller) event(t *transition) {
 	container, liveness := v1alpha1.ParseLivenessProbeName(t.probe)
 	msg := strings.TrimSpace(t.message)
 	fields := logrus.Fields{"namespace": t.pod.namespace, "pod": t.pod.name, "probe": t.probe, "state": t.state}
+	if t.reason != "" {
+		fields["reason"] = t.reason
+	}
 	if msg != "" {
 		// Why it failed (or what it printed), short: the status and the Event carry it whole.
 		fields["message"] = validation.TruncateMessage(msg, logMessageBytes)
@@ -255,6 +260,13 @@ func (c *Controller) event(t *transition) {
 		Name: t.pod.name, UID: types.UID(t.pod.uid)}
 	var typ, reason, text string
 	switch {
+	case t.reason != "":
+		name := t.probe
+		if liveness {
+			ref.FieldPath = "spec.containers{" + container + "}"
+			name = "Liveness"
+		}
+		typ, reason, text = corev1.EventTypeWarning, v1alpha1.EventReasonProbeError, fmt.Sprintf("%s probe errored (%s)", name, t.reason)
 	case liveness && t.state == v1alpha1.ProbeSucceeded:
 		return
 	case liveness:
@@ -267,7 +279,7 @@ func (c *Controller) event(t *transition) {
 	default:
 		typ, reason, text = corev1.EventTypeWarning, v1alpha1.EventReasonProbeFailed, fmt.Sprintf("probe %s: %s", t.probe, t.state)
 	}
-	if msg != "" && !liveness {
+	if msg != "" && (!liveness || t.reason != "") {
 		text += ": " + msg
 	}
 	c.cfg.Events.Event(ref, typ, reason, validation.TruncateMessage(text, validation.MaxProbeMessageBytes))

@@ -22,6 +22,10 @@ const (
 	probeTypeLiveness = "liveness"
 )
 
+// ProbeTypes are the probe types (prober.Desired.ProbeType) of the probes the controller runs:
+// for the engine's prober.WithProbeTypes.
+func ProbeTypes() []string { return []string{probeTypeCustom, probeTypeLiveness} }
+
 // refusal is a probe of the spec the node service will not run.
 type refusal struct {
 	key    prober.Key

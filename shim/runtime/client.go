@@ -32,6 +32,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/probeshim/probeshim/prober"
 )
 
 // Error kinds. Every error of this package that comes from the runtime
@@ -41,8 +43,9 @@ var (
 	// more).
 	ErrNotFound = errors.New("not found")
 	// ErrUnavailable: the runtime cannot be reached or did not answer in
-	// time.
-	ErrUnavailable = errors.New("runtime unavailable")
+	// time. It is the engine's prober.ErrRuntimeUnavailable, so that the
+	// engine tells a probe error of the runtime's absence by its kind.
+	ErrUnavailable = prober.ErrRuntimeUnavailable
 )
 
 const (

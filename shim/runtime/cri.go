@@ -6,11 +6,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/probeshim/probeshim/prober"
 )
 
 // Labels the kubelet puts on every sandbox and container (and containerd's
@@ -162,10 +165,14 @@ func netNSPath(info map[string]string) string {
 }
 
 // PodNetwork returns the pod's network namespace path and IPs, or
-// hostNetwork. It has the shape of netns.Resolver. A sandbox that is not
-// ready has no usable namespace: ErrNotFound.
+// hostNetwork. It has the shape of netns.Resolver. A pod without a sandbox,
+// or whose sandbox is not ready, has no usable namespace: ErrNotFound, and
+// prober.ErrNamespaceGone for the engine.
 func (c *Client) PodNetwork(ctx context.Context, podUID string) (path string, hostNetwork bool, ips []string, err error) {
 	sb, err := c.PodSandbox(ctx, podUID)
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil, fmt.Errorf("%w: %w", prober.ErrNamespaceGone, err)
+	}
 	if err != nil {
 		return "", false, nil, err
 	}
@@ -173,7 +180,7 @@ func (c *Client) PodNetwork(ctx context.Context, podUID string) (path string, ho
 		return "", true, nil, nil
 	}
 	if !sb.Ready || sb.NetNSPath == "" {
-		return "", false, nil, fmt.Errorf("network namespace of pod %s (sandbox %s, ready %t): %w", podUID, sb.ID, sb.Ready, ErrNotFound)
+		return "", false, nil, fmt.Errorf("%w: pod %s (sandbox %s, ready %t): %w", prober.ErrNamespaceGone, podUID, sb.ID, sb.Ready, ErrNotFound)
 	}
 	return sb.NetNSPath, false, sb.IPs, nil
 }

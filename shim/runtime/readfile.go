@@ -29,7 +29,9 @@ var _ prober.FileReader = (*Client)(nil)
 // container's user (uid, gid and supplementary groups of its process spec, mapped to the host
 // when it has a user namespace) and the capabilities an exec of cat would have, no other. Files
 // of kernel file systems (/proc, /sys) are not read. No process is started. A file cat could not read gives an error wrapping
-// prober.ErrFileUnreadable whose text is cat's; after timeout the error wraps
+// prober.ErrFileUnreadable whose text is cat's; one never read without exec (of a kernel file
+// system, a FIFO, socket or device) an error wrapping prober.ErrReadRefused with cat-like text
+// (the probe cannot run: cat would have read it); after timeout the error wraps
 // prober.ErrExecTimeout (the read itself goes on in the background, bounded in number); other
 // errors wrap ErrNotFound (no such container or task) or ErrUnavailable.
 func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit int, timeout time.Duration) ([]byte, error) {
@@ -79,7 +81,7 @@ func (c *Client) ReadFile(ctx context.Context, containerID, path string, limit i
 	case r := <-resc:
 		var ie *inroot.Error
 		if errors.As(r.err, &ie) {
-			return nil, unreadable{ie}
+			return nil, catError(ie)
 		}
 		if errors.Is(r.err, inroot.ErrNotPermitted) {
 			return nil, c.unsupported(r.err)
@@ -127,12 +129,29 @@ func (c *Client) openRoot(tgt *execTarget) (*os.File, error) {
 	return inroot.OpenProcRoot(pid, st)
 }
 
+// catError is the error of a file cat could not read, the probe's result, or of one never read
+// without exec, which the probe cannot run on.
+func catError(ie *inroot.Error) error {
+	if errors.Is(ie, inroot.ErrKernelFS) || errors.Is(ie, inroot.ErrNotRegular) {
+		return refused{ie}
+	}
+	return unreadable{ie}
+}
+
 // unreadable is a file cat could not read: the probe's result, not a probe error.
 type unreadable struct{ err *inroot.Error }
 
 func (u unreadable) Error() string { return u.err.Error() }
 
 func (u unreadable) Unwrap() []error { return []error{u.err, prober.ErrFileUnreadable} }
+
+// refused is a file never read without exec: cat might have read it (or blocked on it), so its
+// refusal is no result of the probe but a probe error.
+type refused struct{ err *inroot.Error }
+
+func (r refused) Error() string { return r.err.Error() }
+
+func (r refused) Unwrap() []error { return []error{r.err, prober.ErrReadRefused} }
 
 // fsCredsOf is the identity of a process the container's spec starts (as an exec of cat would
 // be): its user's IDs, as the host sees them, and the effective capabilities execve leaves it.

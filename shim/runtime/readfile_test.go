@@ -68,3 +68,27 @@ func TestUnreadableIsTheProbeResult(t *testing.T) {
 		t.Fatalf("message %q, want %q", err.Error(), want)
 	}
 }
+
+// A file never read without exec is no result but a probe error that says so, with cat-like text;
+// any other file cat could not read stays a result.
+func TestRefusedReadIsAProbeError(t *testing.T) {
+	for _, tc := range []struct {
+		err     *inroot.Error
+		refused bool
+		text    string
+	}{
+		{&inroot.Error{Path: "/host/proc/1/status", Err: inroot.ErrKernelFS}, true,
+			"cat: /host/proc/1/status: On a kernel file system (/proc, /sys), not read without exec"},
+		{&inroot.Error{Path: "/tmp/fifo", Err: inroot.ErrNotRegular}, true, "cat: /tmp/fifo: Not a regular file"},
+		{&inroot.Error{Path: "/tmp/locked", Err: unix.EACCES}, false, "cat: /tmp/locked: Permission denied"},
+	} {
+		err := catError(tc.err)
+		if err.Error() != tc.text || errors.Is(err, prober.ErrReadRefused) != tc.refused || errors.Is(err, prober.ErrFileUnreadable) == tc.refused {
+			t.Errorf("%v: refused %t, unreadable %t; want refused %t, text %q", err,
+				errors.Is(err, prober.ErrReadRefused), errors.Is(err, prober.ErrFileUnreadable), tc.refused, tc.text)
+		}
+		if tc.refused && prober.ErrorReason(err) != prober.ReasonExecFreeReadRefused {
+			t.Errorf("%v: reason %s, want %s", err, prober.ErrorReason(err), prober.ReasonExecFreeReadRefused)
+		}
+	}
+}

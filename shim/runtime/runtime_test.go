@@ -30,6 +30,7 @@ import (
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/prober"
 )
 
 // fakeCRI serves canned CRI answers on a unix socket; the sandbox "info"
@@ -223,14 +224,23 @@ func TestPodSandbox(t *testing.T) {
 		t.Fatalf("PodNetwork(hostNetwork) = %q %t %v %v", p, host, ips, err)
 	}
 
-	// Unparsable info: no path, no panic; PodNetwork says not found.
+	// Unparsable info: no path, no panic; PodNetwork says not found, and the engine that the
+	// namespace is gone.
 	if sb, err := c.PodSandbox(ctx, "u3"); err != nil || sb.NetNSPath != "" {
 		t.Fatalf("PodSandbox(garbage) = %+v, %v", sb, err)
 	}
 	for _, uid := range []string{"u3", "u4", "nope"} {
-		if _, _, _, err := c.PodNetwork(ctx, uid); !errors.Is(err, ErrNotFound) {
+		_, _, _, err := c.PodNetwork(ctx, uid)
+		if !errors.Is(err, ErrNotFound) {
 			t.Errorf("PodNetwork(%s) = %v, want ErrNotFound", uid, err)
 		}
+		if r := prober.ErrorReason(err); r != prober.ReasonNetworkNamespaceGone {
+			t.Errorf("PodNetwork(%s) = %v: reason %s, want %s", uid, err, r, prober.ReasonNetworkNamespaceGone)
+		}
+	}
+	// The runtime's absence is the engine's kind too.
+	if r := prober.ErrorReason(wrapErr(fmt.Errorf("%w: connection refused", ErrUnavailable), "exec in container c1")); r != prober.ReasonRuntimeUnavailable {
+		t.Errorf("an unavailable runtime: reason %s", r)
 	}
 }
 

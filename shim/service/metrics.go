@@ -17,6 +17,7 @@ import (
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/criproxy"
 	"github.com/probeshim/probeshim/shim/heartbeat"
+	"github.com/probeshim/probeshim/shim/podprobe"
 )
 
 // metrics are the node service's own series, beside the engine's.
@@ -83,7 +84,8 @@ func DescribeMetrics(node, probes prometheus.Registerer) error {
 		return err
 	}
 	newMetrics(node)
-	if _, err := prober.NewManager(noContainers{}, prober.WithRegisterer(node), prober.WithPodRegisterer(probes)); err != nil {
+	if _, err := prober.NewManager(noContainers{}, prober.WithRegisterer(node), prober.WithProbeTypes(podprobe.ProbeTypes()...),
+		prober.WithPodRegisterer(probes)); err != nil {
 		return err
 	}
 	heartbeat.New(heartbeat.Config{Registerer: node})

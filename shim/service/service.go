@@ -201,6 +201,7 @@ func newService(cfg *config.Config, log *logrus.Entry, out outside) (*service, e
 		prober.WithFileReader(newCountingReader(out.runtime, s.m)),
 		prober.WithNetwork(s.network),
 		prober.WithRegisterer(out.registry),
+		prober.WithProbeTypes(podprobe.ProbeTypes()...),
 		prober.WithPodRegisterer(s.probesRegistry),
 		prober.WithLogger(slogrus.NewLogger(log)),
 		prober.WithConcurrency(cfg.Probes.MaxConcurrentExecs, cfg.Probes.MaxConcurrentNetwork),

@@ -252,9 +252,20 @@ func TestStatesBecomeConditionsLabelsAnnotations(t *testing.T) {
 		conditions:  map[string][2]string{"game.io/idle": {"Unknown", ""}},
 	})
 
+	// Unknown because the probe could not run: the condition's reason says why; a result clears it.
+	const notFound = `probe error (CommandNotFound): exec: "idle": executable file not found in $PATH`
+	f.status(state("m#idle", v1alpha1.ProbeUnknown, notFound, base.Add(2*time.Second)))
+	f.settle(expect{conditions: map[string][2]string{"game.io/idle": {"Unknown", notFound}}})
+	if r := conditionReason(f.get(), "game.io/idle"); r != "CommandNotFound" {
+		t.Errorf("reason of a probe that could not run = %q, want CommandNotFound", r)
+	}
+
 	// A lastProbeTime refresh, an unrelated pod change: no write.
 	f.status(state("m#idle", v1alpha1.ProbeSucceeded, "", base.Add(3*time.Second)))
 	f.settle(expect{labels: map[string]string{"gameserver-idle": "true"}, conditions: map[string][2]string{"game.io/idle": {"True", ""}}})
+	if r := conditionReason(f.get(), "game.io/idle"); r != "" {
+		t.Errorf("reason after a result = %q, want none", r)
+	}
 	mark = env.Writes.Len()
 	s := state("m#idle", v1alpha1.ProbeSucceeded, "", base.Add(3*time.Second))
 	s.LastProbeTime = metav1.NewTime(base.Add(time.Minute))
@@ -270,6 +281,15 @@ func TestStatesBecomeConditionsLabelsAnnotations(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func conditionReason(pod *corev1.Pod, t corev1.PodConditionType) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Reason
+		}
+	}
+	return ""
 }
 
 func TestMarkerDeletedRemovesWhatItSet(t *testing.T) {

@@ -148,13 +148,22 @@ func conditionStatus(s v1alpha1.ProbeState) (corev1.ConditionStatus, bool) {
 	return "", false
 }
 
+// condition is a marker probe's pod condition. One Unknown because the probe could not run has the
+// reason its message begins with (v1alpha1.ProbeErrorMessage); every other has none, as
+// OpenKruise's conditions have none. Only an Unknown's message is the node service's own: a
+// Succeeded or Failed one is the probe's output, never read for a reason.
 func condition(t corev1.PodConditionType, status corev1.ConditionStatus, s *v1alpha1.ContainerProbeState) corev1.PodCondition {
 	transition := s.LastTransitionTime
 	if transition.IsZero() {
 		transition = s.LastProbeTime
 	}
+	var reason string
+	if s.State == v1alpha1.ProbeUnknown {
+		reason, _, _ = v1alpha1.ParseProbeError(s.Message)
+	}
 	// The node caps its messages; a status written by anyone else is capped here too.
-	return corev1.PodCondition{Type: t, Status: status, Message: validation.TruncateMessage(s.Message, validation.MaxProbeMessageBytes),
+	return corev1.PodCondition{Type: t, Status: status, Reason: reason,
+		Message:       validation.TruncateMessage(s.Message, validation.MaxProbeMessageBytes),
 		LastProbeTime: s.LastProbeTime, LastTransitionTime: transition}
 }
 
@@ -263,7 +272,7 @@ func diffMap(cur, want map[string]string, drop map[string]bool, recorded []strin
 // would be a steady stream of writes that tells nobody anything; it is written along with any
 // real change.
 func sameCondition(have, want *corev1.PodCondition) bool {
-	return have.Status == want.Status && have.Message == want.Message &&
+	return have.Status == want.Status && have.Reason == want.Reason && have.Message == want.Message &&
 		have.LastTransitionTime.Equal(&want.LastTransitionTime)
 }
 
@@ -298,6 +307,7 @@ func (c *change) statusPatch(uid string) []byte {
 		conds = append(conds, map[string]any{
 			"type":               sc.Type,
 			"status":             sc.Status,
+			"reason":             nullIfEmpty(sc.Reason),  // null clears an old reason
 			"message":            nullIfEmpty(sc.Message), // null clears an old message
 			"lastProbeTime":      timeOrNull(sc.LastProbeTime),
 			"lastTransitionTime": timeOrNull(sc.LastTransitionTime),

@@ -249,13 +249,15 @@ func TestWantedSkipsReservedKeys(t *testing.T) {
 func TestPatches(t *testing.T) {
 	v := "true"
 	c := change{labels: map[string]*string{"a": &v, "b": nil}, annotations: map[string]*string{},
-		setConditions:    []corev1.PodCondition{{Type: "x", Status: corev1.ConditionTrue, LastTransitionTime: t0}},
+		setConditions: []corev1.PodCondition{{Type: "x", Status: corev1.ConditionTrue, LastTransitionTime: t0},
+			{Type: "z", Status: corev1.ConditionUnknown, Reason: "CommandNotFound", Message: "probe error (CommandNotFound): x", LastTransitionTime: t0}},
 		removeConditions: []corev1.PodConditionType{"y"}}
 	if got, want := string(c.metadataPatch("u1")), `{"metadata":{"labels":{"a":"true","b":null},"uid":"u1"}}`; got != want {
 		t.Errorf("metadata patch = %s, want %s", got, want)
 	}
 	want := `{"metadata":{"uid":"u1"},"status":{"conditions":[` +
-		`{"lastProbeTime":null,"lastTransitionTime":"2026-11-29T10:00:00Z","message":null,"status":"True","type":"x"},` +
+		`{"lastProbeTime":null,"lastTransitionTime":"2026-11-29T10:00:00Z","message":null,"reason":null,"status":"True","type":"x"},` +
+		`{"lastProbeTime":null,"lastTransitionTime":"2026-11-29T10:00:00Z","message":"probe error (CommandNotFound): x","reason":"CommandNotFound","status":"Unknown","type":"z"},` +
 		`{"$patch":"delete","type":"y"}]}}`
 	if got := string(c.statusPatch("u1")); got != want {
 		t.Errorf("status patch = %s, want %s", got, want)
@@ -263,5 +265,40 @@ func TestPatches(t *testing.T) {
 	empty := change{}
 	if empty.metadataPatch("u") != nil || empty.statusPatch("u") != nil {
 		t.Error("empty change must give no patches")
+	}
+}
+
+// A probe that could not run gives its condition (Unknown, as before) the reason its message
+// begins with; no other state has one, whatever its message says, nor a silent node's Unknown.
+// A reason that changes (or appears on a condition written before) is a change to write.
+func TestConditionReasonOfProbeError(t *testing.T) {
+	const errMsg = `probe error (CommandNotFound): exec: "nc": executable file not found in $PATH`
+	p := idleProbe()
+	for _, tc := range []struct {
+		name   string
+		r      result
+		status corev1.ConditionStatus
+		reason string
+	}{
+		{"Unknown: could not run", res("m#idle", p, v1alpha1.ProbeUnknown, errMsg, t0), corev1.ConditionUnknown, "CommandNotFound"},
+		{"Unknown: not running", res("m#idle", p, v1alpha1.ProbeUnknown, "container is not running", t0), corev1.ConditionUnknown, ""},
+		{"Failed: the probe printed it", res("m#idle", p, v1alpha1.ProbeFailed, errMsg, t0), corev1.ConditionFalse, ""},
+		{"Succeeded", res("m#idle", p, v1alpha1.ProbeSucceeded, errMsg, t0), corev1.ConditionTrue, ""},
+		{"silent node", silenced(res("m#idle", p, v1alpha1.ProbeUnknown, errMsg, t0), false), corev1.ConditionUnknown, ""},
+	} {
+		c := wanted([]result{tc.r}).conditions["game.io/idle"]
+		if c.Status != tc.status || c.Reason != tc.reason {
+			t.Errorf("%s: condition %s reason %q, want %s reason %q", tc.name, c.Status, c.Reason, tc.status, tc.reason)
+		}
+	}
+
+	m := wanted([]result{res("m#idle", p, v1alpha1.ProbeUnknown, errMsg, t0)})
+	written := cond("game.io/idle", corev1.ConditionUnknown, errMsg, t0) // before reasons: none
+	if got := describe(plan(podWith(nil, nil, written), m)); !strings.Contains(got, "C+game.io/idle=Unknown") {
+		t.Errorf("a condition without its reason: plan %s, want it set", got)
+	}
+	written.Reason = "CommandNotFound"
+	if c := plan(podWith(nil, nil, written), m); len(c.setConditions) != 0 {
+		t.Errorf("a condition with its reason: plan %s, want no condition change", describe(c))
 	}
 }
