@@ -87,7 +87,7 @@ func TestPackageFromGit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second run a second later, as a rebuild would be.
+	// A second run a second later, as a rebuild would be: this measures that the clock does not reach the package.
 	time.Sleep(1100 * time.Millisecond)
 	b, err := Package(chartDir, t.TempDir(), g.Version, g.Created)
 	if err != nil {
