@@ -156,7 +156,8 @@ func TestNodeService(t *testing.T) {
 		if m := st["http-500"].Message; m != "HTTP probe failed with statuscode: 500" {
 			t.Errorf("http-500 message = %q", m)
 		}
-		if m := st["host-is-node"].Message; !strings.HasPrefix(m, "probe error (TargetRefused): ") || !strings.Contains(m, "host") {
+		// Refused by the spec's validation on the node, before any probe runs (not a probe error).
+		if m := st["host-is-node"].Message; !strings.HasPrefix(m, "probe refused by the node service: ") || !strings.Contains(m, "httpGet.host") {
 			t.Errorf("host-is-node message = %q, want the refusal and the field", m)
 		}
 		if !strings.Contains(s.svc.Logs(), "host-is-node") {
