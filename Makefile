@@ -43,7 +43,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat
+	packages package-test demo demo-down fresh-check deps image image-push bench-run e2e-repeat release
 
 all: build
 
@@ -100,6 +100,28 @@ IMAGE_PUSH_FLAGS ?=
 image-push:
 	@if [ -z "$(IMAGE)" ]; then echo "image-push: set IMAGE, e.g. IMAGE=registry.example/probeshim/probeshim-cluster" >&2; exit 2; fi
 	@$(GO) run ./hack/image -push $(IMAGE) $(IMAGE_PUSH_FLAGS)
+
+## release: a release in dist/release/<version>/ (hack/release), a dry run unless PUBLISH=1. For linux/amd64
+## and linux/arm64: probeshim_<version>_linux_<arch>.tar.gz (the three binaries, read back from the packages
+## and the image, so each is built once; LICENSE, README.md), the node service's .deb and .rpm, the image
+## index as probeshim-cluster-<tag>.oci.tar, the chart when the Makefile has a chart target (run with
+## CHART_DIST=<folder>; the release takes the *.tgz it writes there), a CycloneDX SBOM per archive, package
+## and image (<artifact>.cdx.json, cyclonedx-gomod), the changelog since the previous tag, SHA256SUMS,
+## armored OpenPGP signatures (<file>.asc) and repo/: signed apt and dnf repositories as static files, with
+## the public key probeshim-release-key.asc. Reproducible: two runs of one commit write the same files, the
+## signatures too with one key. The key: PROBESHIM_RELEASE_KEY, an armored private key file (its passphrase,
+## if any, in PROBESHIM_RELEASE_KEY_PASSPHRASE); without it a throwaway key whose user ID says DRY RUN signs.
+## REPO_URL: where repo/ will be served, for repo/rpm/probeshim.repo and repo/apt/probeshim.sources.
+## PUBLISH=1 REGISTRY=registry.example/probeshim: after the release is built, push the image index to
+## $(REGISTRY)/probeshim-cluster:<tag> (hack/image's push, IMAGE_PUSH_FLAGS=-insecure for HTTP); it needs
+## PROBESHIM_RELEASE_KEY and a clean checkout. That is all PUBLISH does today: the chart's push, cosign
+## signatures and uploading the files and repositories are not done by it.
+PUBLISH ?=
+REGISTRY ?=
+REPO_URL ?=
+release: deps-release
+	@if [ -n "$(filter 1,$(PUBLISH))" ] && [ -z "$(REGISTRY)" ]; then echo "release: PUBLISH needs REGISTRY, e.g. REGISTRY=registry.example/probeshim" >&2; exit 2; fi
+	@$(GO) run ./hack/release $(if $(REPO_URL),-repo-url "$(REPO_URL)") $(if $(filter 1,$(PUBLISH)),-publish "$(REGISTRY)" $(IMAGE_PUSH_FLAGS))
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
 ## needs root (skips with a message otherwise).
@@ -221,7 +243,7 @@ demo-down:
 deps-%:
 	@hack/ensure-packages.sh $*
 
-deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build
+deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build deps-release
 
 ## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
 ## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on
