@@ -56,7 +56,9 @@ func rpmArch(file string) (string, error) {
 // signed (nfpm can sign them; the publishing part decides): dnf checks the signed repomd.xml
 // (repo_gpgcheck), which holds the checksum of primary.xml, which holds each package's.
 func dnfRepoFile(baseURL string) []byte {
-	return []byte(fmt.Sprintf(`[probeshim]
+	return []byte(fmt.Sprintf(`# probeshim's packages. dnf checks the signed repository metadata (repo_gpgcheck),
+# which holds every package's checksum; the packages themselves are not signed (gpgcheck=0).
+[probeshim]
 name=probeshim
 baseurl=%s/rpm
 enabled=1
