@@ -13,7 +13,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/packaging$$')
 INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
 	grep -v -e '/e2e' | grep -E ' .*(internal/kubebin|cluster/internal/testenv|controller-runtime/pkg/envtest)' | cut -d' ' -f1)
 # The package tests: build the .deb and .rpm, boot systemd containers (root, about a minute).
-PACKAGE_TEST_PKGS = ./packaging
+PACKAGE_TEST_PKGS = ./packaging ./hack/release
 PACKAGE_TEST_TIMEOUT ?= 20m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
@@ -43,7 +43,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push chart bench-run e2e-repeat
+	packages package-test demo demo-down fresh-check deps image image-push chart bench-run e2e-repeat release
 
 all: build
 
@@ -104,12 +104,34 @@ image-push:
 ## chart: the Helm chart packaged as dist/probeshim-<version>.tgz, its version and appVersion from git
 ## (as the image's, "~" -> "-": SemVer), so that it deploys the image `make image` tags for the same
 ## commit; reproducible (every file's time is the commit's). Prints the path.
+CHART_DIST ?=
 chart:
-	@$(GO) run ./hack/chart
+	@$(GO) run ./hack/chart $(if $(CHART_DIST),-dist "$(CHART_DIST)")
+
+## release: a release in dist/release/<version>/ (hack/release), a dry run unless PUBLISH=1. For linux/amd64
+## and linux/arm64: probeshim_<version>_linux_<arch>.tar.gz (the three binaries, read back from the packages
+## and the image, so each is built once; LICENSE, README.md), the node service's .deb and .rpm, the image
+## index as probeshim-cluster-<tag>.oci.tar, the chart (make chart CHART_DIST=<folder>), a CycloneDX SBOM per archive, package
+## and image (<artifact>.cdx.json, cyclonedx-gomod), the changelog since the previous tag, SHA256SUMS,
+## armored OpenPGP signatures (<file>.asc) and repo/: signed apt and dnf repositories as static files, with
+## the public key probeshim-release-key.asc. Reproducible: two runs of one commit write the same files, the
+## signatures too with one key. The key: PROBESHIM_RELEASE_KEY, an armored private key file (its passphrase,
+## if any, in PROBESHIM_RELEASE_KEY_PASSPHRASE); without it a throwaway key whose user ID says DRY RUN signs.
+## REPO_URL: where repo/ will be served, for repo/rpm/probeshim.repo and repo/apt/probeshim.sources.
+## PUBLISH=1 REGISTRY=registry.example/probeshim: after the release is built, push the image index to
+## $(REGISTRY)/probeshim-cluster:<tag> (hack/image's push, IMAGE_PUSH_FLAGS=-insecure for HTTP); it needs
+## PROBESHIM_RELEASE_KEY and a clean checkout. That is all PUBLISH does today: the chart's push, cosign
+## signatures and uploading the files and repositories are not done by it.
+PUBLISH ?=
+REGISTRY ?=
+REPO_URL ?=
+release: deps-release
+	@if [ -n "$(filter 1,$(PUBLISH))" ] && [ -z "$(REGISTRY)" ]; then echo "release: PUBLISH needs REGISTRY, e.g. REGISTRY=registry.example/probeshim" >&2; exit 2; fi
+	@$(GO) run ./hack/release $(if $(REPO_URL),-repo-url "$(REPO_URL)") $(if $(filter 1,$(PUBLISH)),-publish "$(REGISTRY)" $(IMAGE_PUSH_FLAGS))
 
 ## package-test: install/upgrade/remove/purge both packages on a real systemd (systemd-nspawn);
-## needs root (skips with a message otherwise).
-package-test: deps-lint deps-nspawn
+## needs root (skips with a message otherwise); and make release's dry run twice, compared (hack/release).
+package-test: deps-lint deps-nspawn deps-release
 	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v -stage package-test
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise). Every row
@@ -229,7 +251,7 @@ demo-down:
 deps-%:
 	@hack/ensure-packages.sh $*
 
-deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build
+deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build deps-release
 
 ## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
 ## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build"}
+var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build", "release"}
 
 func TestList(t *testing.T) {
 	seen := map[string]bool{}
