@@ -372,8 +372,8 @@ func TestReleaseTwice(t *testing.T) {
 		verifyDetached(t, pub, data, sig)
 		signed++
 	}
-	if signed != 1+len(archives)+len(debs)+len(rpms)+1 {
-		t.Errorf("%d signatures, want SHA256SUMS, 2 archives, 4 packages and the image's", signed)
+	if signed != 1+len(archives)+len(debs)+len(rpms)+1+1 {
+		t.Errorf("%d signatures, want SHA256SUMS, 2 archives, 4 packages, the image's and the chart's", signed)
 	}
 	// The archives hold the packages' very binaries.
 	for _, arch := range arches {
