@@ -5,7 +5,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -79,18 +78,7 @@ func CRIOn(n *rig.Node) (runtimeapi.RuntimeServiceClient, *grpc.ClientConn, erro
 
 // freeRigPort returns a TCP port free on the loopback of the rig's netns
 // (where every node service of the rig listens) at the time of the call.
-func (c *Cluster) freeRigPort() (int, error) {
-	var port int
-	err := rig.InNetNS(c.NetNSPath(), func() error {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		return ln.Close()
-	})
-	return port, err
-}
+func (c *Cluster) freeRigPort() (int, error) { return rig.FreeLoopbackPort(c.NetNSPath()) }
 
 // WaitForServed waits until the cluster part labels each node as served by a live node service
 // (v1alpha1.LabelNodeServed): pods opted in to enhanced liveness are scheduled only there.

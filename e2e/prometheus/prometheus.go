@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -68,7 +67,7 @@ func Start(ctx context.Context, r *rig.Rig, bin, dir, config string, files map[s
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	port, err := freePort(r)
+	port, err := rig.FreeLoopbackPort(r.NetNSPath())
 	if err != nil {
 		return nil, err
 	}
@@ -270,18 +269,4 @@ func (tl *Timeline) State(name string) string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return tl.state[name]
-}
-
-// freePort is a TCP port free on the netns's loopback at the time of the call.
-func freePort(r *rig.Rig) (int, error) {
-	var port int
-	err := rig.InNetNS(r.NetNSPath(), func() error {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		port = ln.Addr().(*net.TCPAddr).Port
-		return ln.Close()
-	})
-	return port, err
 }

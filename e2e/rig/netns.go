@@ -112,6 +112,21 @@ func inNetNS(path string, fn func() error) error {
 // to listen there; sockets fn creates stay in that namespace.
 func InNetNS(path string, fn func() error) error { return inNetNS(path, fn) }
 
+// FreeLoopbackPort is a TCP port free on the loopback of the network namespace at path at the
+// time of the call.
+func FreeLoopbackPort(path string) (int, error) {
+	var port int
+	err := inNetNS(path, func() error {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		return ln.Close()
+	})
+	return port, err
+}
+
 // DialNetNS dials addr from inside the network namespace at nsPath.
 func DialNetNS(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
 	var conn net.Conn

@@ -18,12 +18,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/template"
 
 	yaml "go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/probeshim/probeshim/internal/gendoc"
 )
 
 //go:embed README.md.tmpl
@@ -55,31 +56,7 @@ func checkDoc(dir, path string) error {
 	if err != nil {
 		return err
 	}
-	have, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if bytes.Equal(have, want) {
-		return nil
-	}
-	return fmt.Errorf("%s is stale: run 'make generate' and commit the result\n%s", path, lineDiff(have, want))
-}
-
-// lineDiff lists the lines only in have (-) and only in want (+).
-func lineDiff(have, want []byte) string {
-	h, w := strings.Split(string(have), "\n"), strings.Split(string(want), "\n")
-	var b strings.Builder
-	for _, l := range h {
-		if !slices.Contains(w, l) {
-			fmt.Fprintf(&b, "- %s\n", l)
-		}
-	}
-	for _, l := range w {
-		if !slices.Contains(h, l) {
-			fmt.Fprintf(&b, "+ %s\n", l)
-		}
-	}
-	return b.String()
+	return gendoc.Check(path, want)
 }
 
 // row is one key of values.yaml.

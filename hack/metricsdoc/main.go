@@ -12,7 +12,6 @@ package main
 import (
 	"bytes"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"text/template"
 
 	clustermetrics "github.com/probeshim/probeshim/cluster/metrics"
+	"github.com/probeshim/probeshim/internal/gendoc"
 	"github.com/probeshim/probeshim/internal/metricsref"
 	"github.com/probeshim/probeshim/shim/service"
 )
@@ -56,31 +56,7 @@ func checkDoc(path string) error {
 	if err != nil {
 		return err
 	}
-	have, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if bytes.Equal(have, want) {
-		return nil
-	}
-	return fmt.Errorf("%s is stale: run 'make generate' and commit the result\n%s", path, lineDiff(have, want))
-}
-
-// lineDiff lists the lines only in have (-) and only in want (+): enough to see which metric changed.
-func lineDiff(have, want []byte) string {
-	h, w := strings.Split(string(have), "\n"), strings.Split(string(want), "\n")
-	var b strings.Builder
-	for _, l := range h {
-		if !slices.Contains(w, l) {
-			fmt.Fprintf(&b, "- %s\n", l)
-		}
-	}
-	for _, l := range w {
-		if !slices.Contains(h, l) {
-			fmt.Fprintf(&b, "+ %s\n", l)
-		}
-	}
-	return strings.TrimSuffix(b.String(), "\n")
+	return gendoc.Check(path, want)
 }
 
 // page is the layout and the prose around the tables.

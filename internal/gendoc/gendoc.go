@@ -1,0 +1,44 @@
+// Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
+
+// Package gendoc is what the generators of checked-in documents (hack/metricsdoc, hack/chartdoc)
+// share: the check that a committed file is what its generator writes, with the lines that differ.
+package gendoc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// Check fails when the file at path is not want, saying to regenerate and which lines differ.
+func Check(path string, want []byte) error {
+	have, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if bytes.Equal(have, want) {
+		return nil
+	}
+	return fmt.Errorf("%s is stale: run 'make generate' and commit the result\n%s", path, lineDiff(have, want))
+}
+
+// lineDiff lists the lines only in have (-) and only in want (+): enough to see what changed in
+// a generated document.
+func lineDiff(have, want []byte) string {
+	h, w := strings.Split(string(have), "\n"), strings.Split(string(want), "\n")
+	var b strings.Builder
+	for _, l := range h {
+		if !slices.Contains(w, l) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	for _, l := range w {
+		if !slices.Contains(h, l) {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	return b.String()
+}
