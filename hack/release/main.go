@@ -49,6 +49,7 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/probeshim/probeshim/internal/command"
 	"github.com/probeshim/probeshim/internal/ociimage"
 )
 
@@ -498,18 +499,8 @@ func stepper() func(name string) {
 	}
 }
 
-// run runs argv in dir (env nil: this process's) and returns its trimmed stdout; its stderr goes
-// into the error.
-func run(ctx context.Context, dir string, env []string, argv ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
+// run is command.Output.
+var run = command.Output
 
 // runCombined is run returning stdout and stderr together, also on failure.
 func runCombined(ctx context.Context, dir string, env []string, argv ...string) (string, error) {

@@ -3,16 +3,15 @@
 package ociimage
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/probeshim/probeshim/internal/command"
 	"github.com/probeshim/probeshim/internal/version"
 )
 
@@ -95,13 +94,5 @@ func GoBuild(ctx context.Context, root, pkg string, p Platform, g Git, out strin
 	return err
 }
 
-func run(ctx context.Context, dir string, env []string, argv ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = dir, env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, stderr.String())
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
+// run is command.Output.
+var run = command.Output
