@@ -22,6 +22,7 @@ import (
 
 // explain prints, from a real API server, a pod's enhanced liveness: the condition, the restart
 // record and the decider's latest decisions, newest first; another pod's events are not shown.
+// It is kubectl probeshim explain's code (cluster/plugin, tested further in cluster/plugin/cli).
 func TestExplain(t *testing.T) {
 	cfg, _ := startAPIServer(t)
 	kc := kubernetes.NewForConfigOrDie(cfg)
@@ -74,6 +75,7 @@ func TestExplain(t *testing.T) {
 		"probeshim.io/LivenessRestart:    False (MaxUnavailable)", "PodDisruptionBudget default/web allows no more disruptions",
 		"Restarts of app:", "2, the last at 2026-12-03T10:00:05Z for the failure since 2026-12-03T10:00:00Z",
 		`LivenessRestartHeld  \x1b[31mheld\x1b[0m (NodeServiceSilent)`,
+		"Node:     n1 (no such Node)", "app-livenessProbe  app        -      NotPlaced  -           the pod is not ready to be probed",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
