@@ -43,7 +43,7 @@ GOTEST = set -o pipefail; $(GO) test -json
 REPORT = | $(GO) run ./hack/testreport
 
 .PHONY: all build lint unit integration test e2e bench generate generate-code verify-generated kube-bins row-bins critest-bin rig-up rig-down fmt vet clean \
-	packages package-test demo demo-down fresh-check deps image image-push chart bench-run e2e-repeat release
+	packages package-test demo demo-down fresh-check deps docs image image-push chart bench-run e2e-repeat release
 
 all: build
 
@@ -55,7 +55,7 @@ build:
 ## packages come from Go's test cache (these tests read nothing outside their package but what Go tracks);
 ## UNIT_FLAGS=-count=1 runs everything again.
 UNIT_FLAGS ?=
-unit: deps-unit verify-generated vet lint
+unit: deps-unit verify-generated vet lint docs
 	@export PROBESHIM_UNIT_ONLY=1; export PROBESHIM_PROMTOOL=$$(hack/promtool.sh) || exit 1; \
 		$(GOTEST) $(UNIT_FLAGS) $(UNIT_PKGS) $(REPORT) -stage unit -allow-reason PROBESHIM_UNIT_ONLY
 
@@ -216,6 +216,13 @@ generate-code:
 	@# The Helm chart ships the same CRDs (charts/chart_test.go checks the copy).
 	mkdir -p charts/probeshim/files/crds && rm -f charts/probeshim/files/crds/*.yaml && cp apis/crds/*.yaml charts/probeshim/files/crds/
 
+## docs: the docs site from docs/ and mkdocs.yml (MkDocs, Material theme; Debian's packages) into
+## dist/site, strictly: a warning or a link to a page that does not exist fails it (seconds).
+## make unit runs it; hack/docscheck's test checks the links' anchors, which this MkDocs does not.
+docs: deps-docs
+	@# Debian's jinja2 warns of its own escape sequences: nothing of ours, and noise in every build.
+	@PYTHONWARNINGS=ignore::DeprecationWarning mkdocs build --strict --quiet
+
 ## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md or the chart's README are stale.
 verify-generated:
 	@hack/verify-generated.sh
@@ -251,7 +258,7 @@ demo-down:
 deps-%:
 	@hack/ensure-packages.sh $*
 
-deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build deps-release
+deps: deps-unit deps-lint deps-nspawn deps-rig deps-runc-build deps-release deps-docs
 
 ## fresh-check: what CI sees on a fresh machine, on this one (root; run it before every stop): purge
 ## every package of the list that a fresh machine lacks, empty $(PROBESHIM_CACHE), then run .ci/run on

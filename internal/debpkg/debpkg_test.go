@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build", "release"}
+var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build", "release", "docs"}
 
 func TestList(t *testing.T) {
 	seen := map[string]bool{}

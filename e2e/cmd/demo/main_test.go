@@ -48,20 +48,20 @@ func TestShellPutsKubectlAndProbeshimFirst(t *testing.T) {
 	}
 }
 
-// README's "Run it" names every image the demo's registry holds, the demo's probeshim and its log
+// docs/getting-started.md, "The demo", names every image the demo's registry holds, the demo's probeshim and its log
 // where the demo puts them, and a shell with that probeshim on its PATH for `probeshim status`.
-func TestReadmeRunIt(t *testing.T) {
+func TestDocsDemo(t *testing.T) {
 	root, err := framework.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	b, err := os.ReadFile(filepath.Join(root, "docs", "getting-started.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Run it\n")
+	_, section, ok := strings.Cut(string(b), "\n## The demo\n")
 	if !ok {
-		t.Fatal(`README.md has no section "## Run it"`)
+		t.Fatal(`docs/getting-started.md has no section "## The demo"`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	section = strings.Join(strings.Fields(section), " ") // lines wrap anywhere
@@ -85,7 +85,7 @@ func TestReadmeRunIt(t *testing.T) {
 	}
 	for _, w := range want {
 		if !strings.Contains(section, w) {
-			t.Errorf("README's \"Run it\" does not name %s", w)
+			t.Errorf("docs/getting-started.md's \"The demo\" does not name %s", w)
 		}
 	}
 }
