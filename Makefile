@@ -201,11 +201,13 @@ bench-run: deps-rig deps-runc-build
 	done
 
 ## generate: deepcopy code and CRD manifests (controller-gen), the metrics reference docs/metrics.md from
-## the collectors the code registers (hack/metricsdoc), and the chart's README from its values.yaml and
-## values.schema.json (hack/chartdoc).
+## the collectors the code registers (hack/metricsdoc), the chart's README from its values.yaml and
+## values.schema.json (hack/chartdoc), and the API reference docs/reference/api.md from the Go types
+## (hack/apidoc).
 generate: generate-code
 	$(GO) run ./hack/metricsdoc
 	$(GO) run ./hack/chartdoc
+	$(GO) run ./hack/apidoc
 
 # generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
 generate-code:
@@ -223,7 +225,8 @@ docs: deps-docs
 	@# Debian's jinja2 warns of its own escape sequences: nothing of ours, and noise in every build.
 	@PYTHONWARNINGS=ignore::DeprecationWarning mkdocs build --strict --quiet
 
-## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md or the chart's README are stale.
+## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md, docs/reference/api.md or the
+## chart's README are stale.
 verify-generated:
 	@hack/verify-generated.sh
 

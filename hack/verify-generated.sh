@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the generated deepcopy code or CRD manifests in apis/, the metrics reference
-# docs/metrics.md, or the chart's README charts/probeshim/README.md, are not what `make generate`
+# docs/metrics.md, the API reference docs/reference/api.md, or the chart's README
+# charts/probeshim/README.md, are not what `make generate`
 # produces. The code is generated into a scratch copy of the module and the documents in memory, so
 # the working tree is never touched (safe to run while others edit it, and on a read-only checkout).
 set -euo pipefail
@@ -30,3 +31,4 @@ fi
 # They say which lines differ and to run `make generate`.
 go run ./hack/metricsdoc -check
 go run ./hack/chartdoc -check
+go run ./hack/apidoc -check
