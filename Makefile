@@ -17,7 +17,7 @@ PACKAGE_TEST_PKGS = ./packaging ./hack/release
 PACKAGE_TEST_TIMEOUT ?= 20m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
-# The test matrix (README "Supported versions"; e2e/rowenv.sh builds a row, e2e/rig/row.go names them):
+# The test matrix (docs/install/node.md, "Supported versions"; e2e/rowenv.sh builds a row, e2e/rig/row.go names them):
 # row 1 runs E2E_PKGS, row 2 the suites whose outcome depends on the Kubernetes and containerd versions.
 # ROW=<row> runs one row; make e2e without it runs both.
 ROWS := k1.37-c2.4 k1.35-c1.7

@@ -2,7 +2,7 @@
 # Builds what one row of the test matrix runs (what the cache lacks) and prints
 # the exports that point the rig at it:
 #   eval "$(e2e/rowenv.sh k1.35-c1.7)"
-# Rows (README "Supported versions"; e2e/rig/row.go names the same):
+# Rows (docs/install/node.md, "Supported versions"; e2e/rig/row.go names the same):
 #   k1.37-c2.4   Kubernetes 1.37 + containerd 2.4 (row 1: every suite)
 #   k1.35-c1.7   Kubernetes 1.35 + containerd 1.7 (row 2)
 # Both rows run runc built from the same pinned source. The builds of one row

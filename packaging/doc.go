@@ -3,5 +3,5 @@
 // Package packaging holds the tests of the probeshim .deb and .rpm: they build the packages with
 // packaging/build.sh, install, upgrade, remove and purge them on a real systemd booted with
 // systemd-nspawn (package nspawn), and check the unit's behaviour and sandbox there. The packages
-// themselves are described by nfpm.yaml; see the top-level README.md for what a node operator does with them.
+// themselves are described by nfpm.yaml; see docs/install/node.md for what a node operator does with them.
 package packaging

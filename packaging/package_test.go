@@ -675,11 +675,11 @@ func testMetricsSocket(t *testing.T, f *fixture) {
 	})
 }
 
-// checkJournalFields checks that the service's entries carry at least one of the fields the README
+// checkJournalFields checks that the service's entries carry at least one of the fields docs/install/node.md
 // documents and that journalctl can filter on it.
 func checkJournalFields(t *testing.T, n *node) {
 	t.Helper()
-	// As in README.md (and systemd/journal.go, which sends them).
+	// As in docs/install/node.md, "Logs" (and systemd/journal.go, which sends them).
 	documented := []string{"NODE", "NAMESPACE", "POD_NAME", "POD_UID", "CONTAINER", "CONTAINER_ID", "PROBE"}
 	var field, value string
 	n.eventually("logging a documented field", 20*time.Second, func() bool {

@@ -154,7 +154,7 @@ func TestContainerRestart(t *testing.T) {
 // This departs from SEMANTICS.md (and the kubelet, which reports Failure and
 // then restarts by restartPolicy anyway): an exit is the kubelet's to handle,
 // and only a real probe failure may set a condition False, emit a probe-failed
-// event or make the decider restart a container (README, "Probe states").
+// event or make the decider restart a container (docs/concepts/probe-states.md).
 func TestContainerNotRunningIsUnknown(t *testing.T) {
 	h := newHarness(t)
 	h.m.Sync([]Desired{desired("p", execSpec(threshold(1, 3)))})

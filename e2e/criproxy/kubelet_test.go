@@ -136,7 +136,7 @@ func setUpPackagedNode(t *testing.T, c *framework.Cluster) *packagedNode {
 	if err := rigtest.Install(ctx, n.ctr, "/pkgs/"+filepath.Base(pkgs.Deb), r); err != nil {
 		t.Fatal(err)
 	}
-	// The operator's switch (README, "CRI proxy mode"): systemd starts the
+	// The operator's switch (docs/concepts/cri-proxy.md): systemd starts the
 	// socket only while the service is stopped, then hands it over.
 	if out, err := n.ctr.Sh(ctx, "systemctl stop probeshim && systemctl enable --now probeshim-cri.socket && systemctl start probeshim && "+
 		"systemctl is-active probeshim-cri.socket probeshim"); err != nil {

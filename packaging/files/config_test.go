@@ -75,7 +75,7 @@ func TestManPageFlags(t *testing.T) {
 
 // TestCRISocketUnit checks the packaged socket unit against the service that is handed its socket:
 // the path is the service's default, the name is the one the service looks for, and the ordering
-// and mode are what the README promises.
+// and mode are what docs/install/node.md promises.
 func TestCRISocketUnit(t *testing.T) {
 	b, err := os.ReadFile("../../systemd/probeshim-cri.socket")
 	if err != nil {

@@ -276,7 +276,7 @@ func (h *Heartbeat) advice(err error) (string, string) {
 		// Only without a Relay: the kubeconfig has no client certificate to authenticate with.
 		return "node-restriction", fmt.Sprintf("cannot write the lease: the kubelet's identity (system:node:%s) may write leases only in kube-node-lease "+
 			"(the NodeRestriction admission plugin), and the heartbeat endpoint needs the kubeconfig's client certificate; use a kubeconfig with one, "+
-			"or a dedicated identity (probeshim:node:%s, group probeshim:nodes; see the README, \"The kubeconfig it uses\"): %v", h.cfg.Node, h.cfg.Node, err)
+			"or a dedicated identity (probeshim:node:%s, group probeshim:nodes; see docs/install/node.md, \"The kubeconfig it uses\"): %v", h.cfg.Node, h.cfg.Node, err)
 	case apierrors.IsForbidden(err):
 		return "forbidden", fmt.Sprintf("cannot write the lease: forbidden; apply the Role and RoleBinding in namespace %s from cluster/deploy/rbac-nodes.yaml (groups system:nodes, probeshim:nodes): %v", ns, err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -103,7 +103,7 @@ func (c *Client) unsupported(err error) error {
 	c.readWarn.Do(func() {
 		c.log.WithError(err).Warn("exec-free probes run as execs: the service may not read files as a container's user " +
 			"(it needs CAP_SYS_PTRACE, CAP_SETUID, CAP_SETGID and CAP_DAC_OVERRIDE, and setfsuid, setfsgid, setgroups, " +
-			"capset and openat2 allowed; see README \"Exec-free state probes\")")
+			"capset and openat2 allowed; see docs/concepts/exec-free-probes.md)")
 	})
 	return fmt.Errorf("%w: %w", prober.ErrReadUnsupported, err)
 }

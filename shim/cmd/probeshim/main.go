@@ -89,7 +89,7 @@ type exitCode struct {
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d: %v", e.code, e.err) }
 
-// Exit codes of `probeshim status`, for scripts: documented in README "probeshim status".
+// Exit codes of `probeshim status`, for scripts: documented in docs/install/node.md, "Check that it runs".
 const (
 	exitLive       = 0
 	exitDegraded   = 1
