@@ -17,6 +17,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"html"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -302,7 +303,21 @@ func typeString(types map[string]*typeDoc, e ast.Expr) string {
 	return "`?`"
 }
 
-// cell makes text fit one Markdown table cell.
+// cell makes text fit one Markdown table cell: a "|" outside code is escaped; code that holds one
+// is written as HTML, its "|" as &#124;, since GitHub and MkDocs disagree on "\|" within backticks.
 func cell(s string) string {
-	return strings.ReplaceAll(s, "|", `\|`)
+	parts := strings.Split(s, "`")
+	for i, p := range parts {
+		switch {
+		case i%2 == 0:
+			parts[i] = strings.ReplaceAll(p, "|", `\|`)
+		case i == len(parts)-1: // an unmatched backtick: text, as Markdown reads it
+			parts[i] = "`" + strings.ReplaceAll(p, "|", `\|`)
+		case strings.Contains(p, "|"):
+			parts[i] = "<code>" + strings.ReplaceAll(html.EscapeString(p), "|", "&#124;") + "</code>"
+		default:
+			parts[i] = "`" + p + "`"
+		}
+	}
+	return strings.Join(parts, "")
 }

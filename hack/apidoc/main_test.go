@@ -51,6 +51,7 @@ type Spec struct {
 	// +optional
 	Period *int32 ` + "`json:\"period,omitempty\"`" + `
 	// Mode picks one.
+	// +kubebuilder:validation:XValidation:rule="self == 'A' || self == 'B'",message="A or B"
 	// +kubebuilder:validation:Enum=A;B
 	Mode string ` + "`json:\"mode\"`" + `
 }
@@ -66,7 +67,7 @@ type Spec struct {
 		"## PodProbeMarker\n\nPodProbeMarker marks pods.\n",
 		"| `spec` | [Spec](#spec) | Spec is wanted. |",
 		"| `period` | `int32` | Period is how often \\| pipes escaped.<br>**optional**; Minimum `1`; default `10` |",
-		"| `mode` | `string` | Mode picks one.<br>one of `A`, `B` |",
+		"| `mode` | `string` | Mode picks one.<br>one of `A`, `B`; schema rule: <code>self == &#39;A&#39; &#124;&#124; self == &#39;B&#39;</code>, else A or B |",
 	} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("the reference lacks %q:\n%s", want, doc)
