@@ -26,7 +26,7 @@ const script = "hack/ensure-packages.sh"
 // Ensure installs the packages of groups that are missing, without recommends (so the list names
 // everything that is used); without root it fails with the command to run.
 func Ensure(ctx context.Context, logf func(string, ...any), groups ...string) error {
-	_, _, err := run(ctx, logWriter(logf), groups...)
+	_, err := run(ctx, logWriter(logf), groups...)
 	return err
 }
 
@@ -42,24 +42,24 @@ func (l logWriter) Write(b []byte) (int, error) {
 
 // List returns the names of the packages in any of groups, in the list's order.
 func List(ctx context.Context, groups ...string) ([]string, error) {
-	out, _, err := run(ctx, io.Discard, append([]string{"--list"}, groups...)...)
+	out, err := run(ctx, io.Discard, append([]string{"--list"}, groups...)...)
 	return strings.Fields(out), err
 }
 
-// run runs the script with args and returns its standard output and its messages (standard error),
-// which it also copies to progress as they come.
-func run(ctx context.Context, progress io.Writer, args ...string) (stdout, stderr string, _ error) {
+// run runs the script with args and returns its standard output; its messages (standard error) go to
+// progress as they come, and the last of them into the error.
+func run(ctx context.Context, progress io.Writer, args ...string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, script), args...)
 	var out, msgs strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&msgs, progress)
 	if err := cmd.Run(); err != nil {
-		return out.String(), msgs.String(), fmt.Errorf("%s %s: %w\n%s", script, strings.Join(args, " "), err, logtail.Last(msgs.String(), 30))
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", script, strings.Join(args, " "), err, logtail.Last(msgs.String(), 30))
 	}
-	return out.String(), msgs.String(), nil
+	return out.String(), nil
 }
 
 // moduleRoot is the directory above the working directory that holds the script: tests run in

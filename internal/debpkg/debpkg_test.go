@@ -16,7 +16,7 @@ var knownGroups = []string{"base", "unit", "lint", "nspawn", "rig", "runc-build"
 // table is every package of the list with its groups, in the list's order, as the script reads it.
 func table(t *testing.T) (names []string, groups map[string][]string) {
 	t.Helper()
-	out, _, err := run(context.Background(), io.Discard, "--table")
+	out, err := run(context.Background(), io.Discard, "--table")
 	if err != nil {
 		t.Fatal(err)
 	}
