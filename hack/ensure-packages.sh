@@ -4,6 +4,8 @@
 #   hack/ensure-packages.sh GROUP...          install what is missing (root), or say how (not root)
 #   hack/ensure-packages.sh --list GROUP...   print the packages of the groups
 #   hack/ensure-packages.sh --non-base        print every package that is not in group base
+#   hack/ensure-packages.sh --table           print every package and its groups (NAME GROUP,GROUP)
+# It is the one reader of the list: Go code installs through it too (internal/debpkg).
 set -euo pipefail
 list="$(cd "$(dirname "$0")/.." && pwd)/internal/debpkg/packages.txt"
 
@@ -19,6 +21,7 @@ packages() {
 case ${1:-} in
 "") echo "usage: $0 [--list] GROUP... | --non-base" >&2; exit 2 ;;
 --list) shift; packages "$@"; exit 0 ;;
+--table) awk '/^[[:space:]]*#/ || NF < 2 { next } { print $1, $2 }' "$list"; exit 0 ;;
 --non-base)
 	awk '/^[[:space:]]*#/ || NF < 2 { next } { if ((","$2",") !~ /,base,/) print $1 }' "$list"
 	exit 0 ;;

@@ -12,57 +12,73 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"text/tabwriter"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 // metrics holds every reported value: matrix row ("" before the rig section) →
 // benchmark (without its -GOMAXPROCS suffix) → unit → value. The last report wins.
 type metrics map[string]map[string]map[string]float64
 
-var (
-	rowHeader = regexp.MustCompile(`^== bench row (\S+)`)
-	benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
-	valueUnit = regexp.MustCompile(`(-?[0-9.]+(?:e[-+]?[0-9]+)?) (\S+)`)
-)
+// rowHeader is the Makefile's line before each matrix row's benchmarks. parse turns it into a
+// benchmark-format configuration line (rowKey: ROW), which applies to the results after it.
+var rowHeader = regexp.MustCompile(`(?m)^== bench row (\S+).*$`)
 
+const rowKey = "probeshim-row"
+
+// parse reads go test -bench output with golang.org/x/perf's benchfmt, the reader benchstat uses.
 func parse(r io.Reader) (metrics, error) {
+	in, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	in = rowHeader.ReplaceAll(in, []byte(rowKey+": $1"))
 	m := metrics{}
-	row := ""
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if h := rowHeader.FindStringSubmatch(line); h != nil {
-			row = h[1]
+	br := benchfmt.NewReader(bytes.NewReader(in), "bench output")
+	for br.Scan() {
+		// A *benchfmt.SyntaxError is a line that starts like a benchmark's and is not one (a
+		// log line): skipped, as go test's own output around the results is.
+		res, ok := br.Result().(*benchfmt.Result)
+		if !ok {
 			continue
 		}
-		b := benchLine.FindStringSubmatch(line)
-		if b == nil {
-			continue
+		row, bench := res.GetConfig(rowKey), benchName(res.Name)
+		if m[row] == nil {
+			m[row] = map[string]map[string]float64{}
 		}
-		for _, vu := range valueUnit.FindAllStringSubmatch(b[2], -1) {
-			v, err := strconv.ParseFloat(vu[1], 64)
-			if err != nil {
+		if m[row][bench] == nil {
+			m[row][bench] = map[string]float64{}
+		}
+		for _, v := range res.Values {
+			// The unit as the benchmark reported it: benchfmt tidies ns and MB into sec and B.
+			if v.OrigUnit != "" {
+				m[row][bench][v.OrigUnit] = v.OrigValue
 				continue
 			}
-			if m[row] == nil {
-				m[row] = map[string]map[string]float64{}
-			}
-			if m[row][b[1]] == nil {
-				m[row][b[1]] = map[string]float64{}
-			}
-			m[row][b[1]][vu[2]] = v
+			m[row][bench][v.Unit] = v.Value
 		}
 	}
-	return m, sc.Err()
+	return m, br.Err()
+}
+
+// benchName is the benchmark's name as the figures know it: with "Benchmark", without the
+// -GOMAXPROCS suffix.
+func benchName(n benchfmt.Name) string {
+	base, parts := n.Parts()
+	name := "Benchmark" + string(base)
+	for _, p := range parts {
+		if p[0] != '-' {
+			name += string(p)
+		}
+	}
+	return name
 }
 
 // reading is one figure measured in one matrix row.

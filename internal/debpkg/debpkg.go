@@ -1,108 +1,82 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package debpkg is the project's one list of Debian packages (packages.txt, also read by
-// hack/ensure-packages.sh) and the installer Go tests and tools use, so that every target installs
-// what it needs on a fresh machine instead of relying on what an earlier session left behind.
+// Package debpkg installs, for Go tests and tools, the Debian packages of groups of packages.txt (the
+// project's one list), so that every target installs what it needs on a fresh machine instead of
+// relying on what an earlier session left behind. The list is read, and the packages installed, by
+// hack/ensure-packages.sh alone, which every make target runs too: one parser of the list, one
+// installer that takes apt's lock one at a time.
 package debpkg
 
 import (
-	"bytes"
 	"context"
-	_ "embed"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
 	"strings"
 
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
-//go:embed packages.txt
-var list string
+// script is hack/ensure-packages.sh from the module root.
+const script = "hack/ensure-packages.sh"
 
-// Package is one line of packages.txt.
-type Package struct {
-	Name   string
-	Groups []string
-}
-
-// Base reports whether every machine of this kind ships the package (the "base" group).
-func (p Package) Base() bool { return slices.Contains(p.Groups, "base") }
-
-// All returns every package of the list, in its order.
-func All() []Package {
-	var pkgs []Package
-	for _, line := range strings.Split(list, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		pkgs = append(pkgs, Package{Name: f[0], Groups: strings.Split(f[1], ",")})
-	}
-	return pkgs
-}
-
-// Group returns the names of the packages in any of groups.
-func Group(groups ...string) []string {
-	var names []string
-	for _, p := range All() {
-		for _, g := range groups {
-			if slices.Contains(p.Groups, g) {
-				names = append(names, p.Name)
-				break
-			}
-		}
-	}
-	return names
-}
-
-// Ensure installs the packages of groups that are missing, with apt-get and without recommends (so
-// the list names everything that is used). It waits for the dpkg lock instead of failing when another
-// apt runs, and runs `apt-get update` only when something is missing. Without root it fails with the
-// command to run.
+// Ensure installs the packages of groups that are missing, without recommends (so the list names
+// everything that is used); without root it fails with the command to run.
 func Ensure(ctx context.Context, logf func(string, ...any), groups ...string) error {
-	want := Group(groups...)
-	if len(want) == 0 {
-		return fmt.Errorf("debpkg: no packages in groups %v (see internal/debpkg/packages.txt)", groups)
-	}
-	var missing []string
-	for _, p := range want {
-		if !Installed(ctx, p) {
-			missing = append(missing, p)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("missing Debian packages %s: run as root, or install them with\n  apt-get install --no-install-recommends %s",
-			strings.Join(missing, " "), strings.Join(missing, " "))
-	}
-	logf("installing Debian packages: %s", strings.Join(missing, " "))
-	lock := []string{"-o", "DPkg::Lock::Timeout=300"}
-	for _, args := range [][]string{
-		append(slices.Clone(lock), "update", "-q"),
-		append(append(slices.Clone(lock), "install", "-y", "-q", "--no-install-recommends"), missing...),
-	} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, logtail.Last(out.String(), 30))
-		}
-	}
-	for _, p := range missing {
-		if !Installed(ctx, p) {
-			return fmt.Errorf("package %s still not installed after apt-get install", p)
-		}
-	}
-	return nil
+	_, err := run(ctx, logWriter(logf), groups...)
+	return err
 }
 
-// Installed reports whether dpkg has the package installed.
-func Installed(ctx context.Context, name string) bool {
-	out, err := exec.CommandContext(ctx, "dpkg-query", "-W", "-f=${Status}", name).Output()
-	return err == nil && strings.HasSuffix(strings.TrimSpace(string(out)), " installed")
+// logWriter passes each write of the script's messages (a line: it echoes them) to logf as it comes.
+type logWriter func(string, ...any)
+
+func (l logWriter) Write(b []byte) (int, error) {
+	if s := strings.TrimSpace(string(b)); s != "" {
+		l("%s", s)
+	}
+	return len(b), nil
+}
+
+// List returns the names of the packages in any of groups, in the list's order.
+func List(ctx context.Context, groups ...string) ([]string, error) {
+	out, err := run(ctx, io.Discard, append([]string{"--list"}, groups...)...)
+	return strings.Fields(out), err
+}
+
+// run runs the script with args and returns its standard output; its messages (standard error) go to
+// progress as they come, and the last of them into the error.
+func run(ctx context.Context, progress io.Writer, args ...string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(root, script), args...)
+	var out, msgs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, io.MultiWriter(&msgs, progress)
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", script, strings.Join(args, " "), err, logtail.Last(msgs.String(), 30))
+	}
+	return out.String(), nil
+}
+
+// moduleRoot is the directory above the working directory that holds the script: tests run in
+// their package's directory, tools from the module root.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, script)); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("debpkg: no " + script + " in the working directory or above it (run from the probeshim tree)")
+		}
+		dir = parent
+	}
 }
