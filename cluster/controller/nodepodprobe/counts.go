@@ -179,10 +179,10 @@ func virtualNode(node *corev1.Node) bool {
 	return false
 }
 
-// unprobedReason says why no node service probes a matched pod on node (nil: no Node in the
+// UnprobedReason says why no node service probes a matched pod on node (nil: no Node in the
 // cache), or "" when one does. npp is the node's NodePodProbe (nil: none); leftOut: the node
 // leaves the marker out over its budget.
-func unprobedReason(node *corev1.Node, npp *v1alpha1.NodePodProbe, leftOut bool) string {
+func UnprobedReason(node *corev1.Node, npp *v1alpha1.NodePodProbe, leftOut bool) string {
 	switch {
 	case node != nil && virtualNode(node):
 		return v1alpha1.UnprobedVirtualNode

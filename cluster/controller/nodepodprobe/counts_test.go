@@ -98,7 +98,7 @@ func TestUnprobedReason(t *testing.T) {
 		{"node not Ready", served, nil, false, v1alpha1.UnprobedNoNodePodProbe},
 		{"node gone from the cache", nil, npp, false, v1alpha1.UnprobedNodeNotServed},
 	} {
-		if got := unprobedReason(c.node, c.npp, c.leftOut); got != c.want {
+		if got := UnprobedReason(c.node, c.npp, c.leftOut); got != c.want {
 			t.Errorf("%s: reason %q, want %q", c.name, got, c.want)
 		}
 	}

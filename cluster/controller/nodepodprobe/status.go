@@ -103,7 +103,7 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 			} else if err != nil {
 				return err
 			}
-			if why := unprobedReason(n, npp, leftOut); why != "" {
+			if why := UnprobedReason(n, npp, leftOut); why != "" {
 				unprobed[why] += len(pods)
 			}
 		}
