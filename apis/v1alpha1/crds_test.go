@@ -40,6 +40,9 @@ func TestCRDs(t *testing.T) {
 	}{
 		{"podprobemarkers", "PodProbeMarker", "ppm", apiextensionsv1.NamespaceScoped, []column{
 			{"Matched", ".status.matchedPods"},
+			{"Dry-Run", `.metadata.annotations.probeshim\.io/dry-run`},
+			{"Results", `.metadata.annotations.probeshim\.io/results-summary`},
+			{"Unprobed", `.metadata.annotations.probeshim\.io/unprobed`},
 			{"Age", ".metadata.creationTimestamp"}, {"Selector", ".spec.selector"}}},
 		{"nodepodprobes", "NodePodProbe", "npp", apiextensionsv1.ClusterScoped, []column{
 			{"Node-Service", `.metadata.annotations.probeshim\.io/node-service`},

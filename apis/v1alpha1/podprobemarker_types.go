@@ -120,6 +120,11 @@ const (
 // +kubebuilder:resource:scope=Namespaced,shortName=ppm
 // No column lists probe names: a printer column shows only the first match of a [*] path.
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matchedPods`,description="Pods the selector matches."
+// The rollout columns read annotations (see rollout.go): beside Kruise, its CRD prunes unknown
+// status fields, so the counts are not status fields.
+// +kubebuilder:printcolumn:name="Dry-Run",type=string,JSONPath=`.metadata.annotations.probeshim\.io/dry-run`,description="\"true\" while the marker writes nothing on pods."
+// +kubebuilder:printcolumn:name="Results",type=string,JSONPath=`.metadata.annotations.probeshim\.io/results-summary`,description="Pods per probe state, summed over the probes."
+// +kubebuilder:printcolumn:name="Unprobed",type=string,JSONPath=`.metadata.annotations.probeshim\.io/unprobed`,description="Matched pods no node service probes (reasons in probeshim.io/unprobed-reasons)."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.selector`,priority=1,description="Label selector of the probed pods."
 

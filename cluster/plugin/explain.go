@@ -46,6 +46,10 @@ type Explanation struct {
 	// heartbeat on the node's NodePodProbe (Live, Silent, NoLease).
 	NodeService      string `json:"nodeService,omitempty"`
 	NodeServiceSince string `json:"nodeServiceSince,omitempty"`
+	// NotProbed says why no node service probes the pod (v1alpha1.UnprobedVirtualNode,
+	// UnprobedNodeNotServed, UnprobedNoNodePodProbe), when a marker selects it and it is ready to
+	// be probed; nothing is written on it then.
+	NotProbed string `json:"notProbed,omitempty"`
 	// Markers are the PodProbeMarkers of the pod's namespace, whether they match it and why.
 	Markers []MarkerMatch `json:"markers"`
 	// Probes are the probes of the pod: those of the matching markers and its enhanced liveness
@@ -62,6 +66,9 @@ type MarkerMatch struct {
 	Matches bool   `json:"matches"`
 	// Why: the selector and, when it does not match, the requirements the pod's labels fail.
 	Why string `json:"why"`
+	// DryRun: the marker is in dry run (probeshim.io/dry-run): its probes run, nothing of theirs is
+	// written on the pod.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // ProbeResult is one probe of the pod.
@@ -164,14 +171,17 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string, now t
 	}
 
 	var npp *v1alpha1.NodePodProbe
+	var node *corev1.Node
+	nodeRead := false
 	if pod.Spec.NodeName != "" {
-		node := &corev1.Node{}
+		node = &corev1.Node{}
 		switch err := c.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); {
 		case apierrors.IsNotFound(err):
-			ex.NodeMissing = true
+			ex.NodeMissing, node, nodeRead = true, nil, true
 		case err != nil:
 			unreadable("node "+pod.Spec.NodeName, err)
 		default:
+			nodeRead = true
 			served := node.Labels[v1alpha1.LabelNodeServed] == "true"
 			ex.NodeServed = &served
 		}
@@ -186,6 +196,11 @@ func Explain(ctx context.Context, c client.Reader, namespace, name string, now t
 			ex.NodeService = npp.Annotations[v1alpha1.AnnotationNodeService]
 			ex.NodeServiceSince = npp.Annotations[v1alpha1.AnnotationNodeServiceSince]
 		}
+	}
+	if nodeRead && nodepodprobe.Probeable(pod) && slices.ContainsFunc(ex.Markers, func(m MarkerMatch) bool { return m.Matches }) {
+		// As the cluster part counts it in the marker's probeshim.io/unprobed (budget aside: the
+		// probes show it per marker).
+		ex.NotProbed = nodepodprobe.UnprobedReason(node, npp, false)
 	}
 	ex.Liveness = explainLiveness(pod, ex.NodeServed)
 	ex.Probes = probeResults(pod, markers.Items, npp, ex.Liveness.Containers, now)
@@ -222,6 +237,9 @@ func matchMarker(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) MarkerMatch {
 	if mm.Matches && m.DeletionTimestamp != nil {
 		mm.Matches = false
 		mm.Why += ", but the marker is being deleted"
+	}
+	if mm.DryRun = v1alpha1.DryRun(m); mm.DryRun && mm.Matches {
+		mm.Why += "; dry run: its results are counted, not written on the pod"
 	}
 	return mm
 }
@@ -435,6 +453,9 @@ func (ex *Explanation) Text(w io.Writer) {
 		}
 	}
 	line("Node", node)
+	if ex.NotProbed != "" {
+		line("Not probed", ex.NotProbed+": no node service probes this pod, nothing is written on it")
+	}
 	matching := 0
 	for _, m := range ex.Markers {
 		if m.Matches {

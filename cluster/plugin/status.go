@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -162,6 +163,58 @@ type MarkerStatus struct {
 	// while False (nodes that leave the marker out).
 	NodeBudget        string `json:"nodeBudget,omitempty"`
 	NodeBudgetMessage string `json:"nodeBudgetMessage,omitempty"`
+	// DryRun: the marker writes nothing on pods (annotation probeshim.io/dry-run).
+	DryRun bool `json:"dryRun"`
+	// Results counts the pods per probe and state (annotation probeshim.io/results); absent until
+	// the cluster part counted them.
+	Results v1alpha1.ResultCounts `json:"results,omitempty"`
+	// Unprobed counts the matched pods no node service probes, and UnprobedReasons says why
+	// (annotations probeshim.io/unprobed and probeshim.io/unprobed-reasons); nil until counted.
+	Unprobed        *int           `json:"unprobed,omitempty"`
+	UnprobedReasons map[string]int `json:"unprobedReasons,omitempty"`
+}
+
+// markerRollout fills ms's dry run and counts from m's annotations (see v1alpha1.AnnotationDryRun:
+// annotations, because Kruise's CRD prunes unknown status fields).
+func markerRollout(ms *MarkerStatus, m *v1alpha1.PodProbeMarker) {
+	ms.DryRun = v1alpha1.DryRun(m)
+	if r, ok := v1alpha1.ParseResults(m); ok {
+		ms.Results = r
+	}
+	if n, reasons, ok := v1alpha1.ParseUnprobed(m); ok {
+		ms.Unprobed, ms.UnprobedReasons = &n, reasons
+	}
+}
+
+// mode is "dry-run" or "live".
+func (ms *MarkerStatus) mode() string {
+	if ms.DryRun {
+		return "dry-run"
+	}
+	return "live"
+}
+
+// resultsText is the summed counts, "-" before the first count.
+func (ms *MarkerStatus) resultsText() string {
+	if ms.Results == nil {
+		return "-"
+	}
+	t := ms.Results.Total()
+	return fmt.Sprintf("%d/%d/%d/%d", t.Succeeded, t.Failed, t.Unknown, t.Error)
+}
+
+// unprobedText is "-" before the first count.
+func (ms *MarkerStatus) unprobedText() string {
+	if ms.Unprobed == nil {
+		return "-"
+	}
+	return fmt.Sprint(*ms.Unprobed)
+}
+
+// reasonsText is "NodeNotServed=2, VirtualNode=1", escaped: anyone who may edit the marker may
+// write these annotations.
+func reasonsText(reasons map[string]int) string {
+	return termsafe.Escape(strings.ReplaceAll(v1alpha1.FormatUnprobed(reasons), ",", ", "))
 }
 
 // GetStatus reads the status; markerNamespace "" lists the markers of every namespace. Only a
@@ -366,6 +419,7 @@ func markerStatuses(ctx context.Context, c client.Reader, ns string, npps []v1al
 				ms.NodeBudgetMessage = cond.Message
 			}
 		}
+		markerRollout(&ms, &m)
 		out = append(out, ms)
 	}
 	slices.SortFunc(out, func(a, b MarkerStatus) int {
@@ -492,19 +546,36 @@ func (st *Status) textMarkers(w io.Writer) {
 	fmt.Fprintf(w, "Markers: %d\n", len(st.Markers))
 	if len(st.Markers) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tPROBES\tMATCHED PODS\tPLACED PODS\tNODE BUDGET")
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tMODE\tPROBES\tMATCHED PODS\tPLACED PODS\tRESULTS S/F/U/E\tUNPROBED\tNODE BUDGET")
 		for _, m := range st.Markers {
 			matched := fmt.Sprint(m.MatchedPods)
 			if !m.Current {
 				matched += " (status behind)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", m.Namespace, m.Name, m.Probes, matched, m.PlacedPods, cmp.Or(m.NodeBudget, "-"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", m.Namespace, m.Name, m.mode(), m.Probes, matched, m.PlacedPods,
+				m.resultsText(), m.unprobedText(), cmp.Or(m.NodeBudget, "-"))
 		}
 		tw.Flush()
 		for _, m := range st.Markers {
 			if m.NodeBudgetMessage != "" {
 				fmt.Fprintf(w, "  %s/%s: %s\n", m.Namespace, m.Name, termsafe.Escape(m.NodeBudgetMessage))
 			}
+			if m.Unprobed != nil && *m.Unprobed > 0 {
+				fmt.Fprintf(w, "  %s/%s: %d matched pod(s) not probed: %s\n", m.Namespace, m.Name, *m.Unprobed, reasonsText(m.UnprobedReasons))
+			}
+			if len(m.Results) > 1 {
+				for _, probe := range slices.Sorted(maps.Keys(m.Results)) {
+					fmt.Fprintf(w, "  %s/%s probe %s: %s\n", m.Namespace, m.Name, termsafe.Escape(probe), m.Results[probe])
+				}
+			}
+		}
+		if st.anyDryRun() {
+			fmt.Fprintln(w, "  (dry-run: probes run and are counted, nothing is written on pods; go live with")
+			fmt.Fprintln(w, "   kubectl annotate ppm NAME probeshim.io/dry-run=false --overwrite)")
 		}
 	}
+}
+
+func (st *Status) anyDryRun() bool {
+	return slices.ContainsFunc(st.Markers, func(m MarkerStatus) bool { return m.DryRun })
 }

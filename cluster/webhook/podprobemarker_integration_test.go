@@ -157,6 +157,9 @@ func TestPodProbeMarkerValidationTable(t *testing.T) {
 		{"unknown choice for a silent node service", func(m *v1alpha1.PodProbeMarker) {
 			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: "Keep"}
 		}, "metadata.annotations[probeshim.io/on-node-service-silent]", true},
+		{"dry run not true or false", func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "yes"}
+		}, "metadata.annotations[probeshim.io/dry-run]", true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 // ValidatePodProbeMarker checks a PodProbeMarker on create.
 func ValidatePodProbeMarker(ppm *v1alpha1.PodProbeMarker) field.ErrorList {
 	errs := validateOnSilent(ppm.Annotations)
+	errs = append(errs, validateDryRun(ppm.Annotations)...)
 	errs = append(errs, validateExecFreeMarker(ppm)...)
 	return append(errs, ValidatePodProbeMarkerSpec(&ppm.Spec, field.NewPath("spec"))...)
 }
@@ -33,6 +34,17 @@ func validateOnSilent(annotations map[string]string) field.ErrorList {
 	}
 	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationOnNodeServiceSilent),
 		v, []string{v1alpha1.OnSilentRemoveMarks, v1alpha1.OnSilentKeepMarks})}
+}
+
+// validateDryRun checks the marker's AnnotationDryRun, when set: a typo must not leave a marker the
+// user meant to try out writing on pods, nor one meant live writing nothing.
+func validateDryRun(annotations map[string]string) field.ErrorList {
+	v, ok := annotations[v1alpha1.AnnotationDryRun]
+	if !ok || v == "true" || v == "false" {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationDryRun),
+		v, []string{"true", "false"})}
 }
 
 // ValidatePodProbeMarkerUpdate checks a PodProbeMarker on update: the new object must be valid and

@@ -65,6 +65,18 @@ func TestValidatePodProbeMarker(t *testing.T) {
 			m.Annotations = map[string]string{v1alpha1.AnnotationOnNodeServiceSilent: "keep"}
 		}, want: []wantErr{notSupported("metadata.annotations[probeshim.io/on-node-service-silent]",
 			`"KeepMarks"`)}},
+		{name: "dry run", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "true"}
+		}},
+		{name: "dry run off", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "false"}
+		}},
+		{name: "dry run yes", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "yes"}
+		}, want: []wantErr{notSupported("metadata.annotations[probeshim.io/dry-run]", `"true", "false"`)}},
+		{name: "dry run True", mutate: func(m *v1alpha1.PodProbeMarker) {
+			m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "True"}
+		}, want: []wantErr{notSupported("metadata.annotations[probeshim.io/dry-run]", `"true", "false"`)}},
 		{name: "prefixed probe name", mutate: func(m *v1alpha1.PodProbeMarker) { m.Spec.Probes[0].Name = "example.com/ready" }},
 		{name: "second probe, grpc, other condition", mutate: second(v1alpha1.PodContainerProbe{
 			Name: "healthy", ContainerName: "sidecar", PodConditionType: "example.com/healthy",

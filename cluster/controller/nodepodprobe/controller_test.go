@@ -396,6 +396,29 @@ func TestNoWriteWhenNothingChanged(t *testing.T) {
 		}
 		return nil
 	})
+	// The node reports a result; the marker's counts follow (a change they compute).
+	setResult := func(probed time.Time) {
+		t.Helper()
+		npp := getNPP(t, node.Name)
+		npp.Status.PodProbeStatuses = []v1alpha1.PodProbeStatus{{Name: "a", Namespace: ns, UID: npp.Spec.PodProbes[0].UID,
+			ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#idle", State: v1alpha1.ProbeSucceeded, LastProbeTime: metav1.NewTime(probed)}}}}
+		if err := env.Client.Status().Update(ctx, npp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setResult(time.Now().Add(-time.Minute))
+	poll.Eventually(t, wait, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err
+		}
+		if got := m.Annotations[v1alpha1.AnnotationResultsSummary]; got != "Succeeded=1 Failed=0 Unknown=0 Error=0" {
+			return fmt.Errorf("results %q", got)
+		}
+		if got := m.Annotations[v1alpha1.AnnotationUnprobed]; got != "1" { // the node has no node service
+			return fmt.Errorf("unprobed %q", got)
+		}
+		return nil
+	})
 	mark := env.Writes.Len()
 	if !wrote(env.Writes.Since(0), "create", "NodePodProbe", node.Name) || !wrote(env.Writes.Since(0), "patch", "NodePodProbe", node.Name) {
 		t.Fatal("the write recorder saw neither the create nor the patch of the NodePodProbe")
@@ -412,12 +435,8 @@ func TestNoWriteWhenNothingChanged(t *testing.T) {
 	}
 	env.SetNodeReady(t, node, false)
 	env.SetNodeReady(t, node, true)
+	setResult(time.Now()) // the same result, probed again
 	npp := getNPP(t, node.Name)
-	npp.Status.PodProbeStatuses = []v1alpha1.PodProbeStatus{{Name: "a", Namespace: ns, UID: string(pod.UID),
-		ProbeStates: []v1alpha1.ContainerProbeState{{Name: "m#idle", State: v1alpha1.ProbeSucceeded}}}}
-	if err := env.Client.Status().Update(ctx, npp); err != nil {
-		t.Fatal(err)
-	}
 	poll.Consistently(t, time.Second, func() error {
 		var mine []string
 		for _, w := range env.Writes.Since(mark) {

@@ -114,16 +114,67 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		return err
 	}
 
-	return ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named(StatusControllerName).
 		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(markerChanged())).
 		Watches(&corev1.Pod{}, delayed(podToMarkers(c), statusDelay),
 			builder.WithPredicates(nppspec.PodPlacementChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, delayed(nppToMarkers, statusDelay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A node gaining or losing its node service changes which matched pods are unprobed.
+		Watches(&corev1.Node{}, delayed(nodeToMarkers(c), statusDelay), builder.WithPredicates(nodeServedChanged())).
 		WatchesRawSource(source.Channel(changed, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(&statusReconciler{hold: o.hold, client: c, left: left})
+	if err != nil {
+		return err
+	}
+
+	// Results change far more often than placement: counted apart, from the NodePodProbes alone,
+	// so that a change of results never makes the status controller read the namespace's pods.
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ResultsControllerName).
+		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.NodePodProbe{}, delayed(nppToMarkers, statusDelay), builder.WithPredicates(resultsChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
+		Complete(&resultsReconciler{hold: o.hold, client: c})
+}
+
+// nodeServedChanged passes node updates that change whether a node service probes the node's pods.
+func nodeServedChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*corev1.Node)
+			cur, ok2 := e.ObjectNew.(*corev1.Node)
+			return !ok1 || !ok2 || old.Labels[v1alpha1.LabelNodeServed] != cur.Labels[v1alpha1.LabelNodeServed] ||
+				virtualNode(old) != virtualNode(cur)
+		},
+	}
+}
+
+// nodeToMarkers maps a node to the markers that match pods on it (through the index of pods by node).
+func nodeToMarkers(c client.Client) handler.MapFunc {
+	toMarkers := podToMarkers(c)
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.MatchingFields{nppspec.PodNodeIndex: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		seen := map[reconcile.Request]bool{}
+		var reqs []reconcile.Request
+		for i := range pods.Items {
+			for _, req := range toMarkers(ctx, &pods.Items[i]) {
+				if !seen[req] {
+					seen[req] = true
+					reqs = append(reqs, req)
+				}
+			}
+		}
+		return reqs
+	}
 }
 
 // statusDelay is how long a pod or NodePodProbe change waits before the status of its markers is

@@ -52,6 +52,9 @@ func indexNPPByMarker(o client.Object) []string {
 // probes are placed on every node that has a NodePodProbe (no entry missing, none stale). A
 // client that waits for observedGeneration == generation therefore knows the change is in place.
 //
+// It counts the matched pods no node service probes, by reason (v1alpha1.AnnotationUnprobed), from
+// the pods and NodePodProbes it reads anyway and the Nodes in the cache.
+//
 // It also keeps the marker's NodeBudget condition: False, with the nodes, while some nodes leave
 // the marker's probes out over their budget (a node that leaves them out counts as placed, so
 // observedGeneration still moves on); True once a condition was set and no node leaves them out.
@@ -90,22 +93,48 @@ func (r *statusReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, err
 	}
 	placed := true
+	unprobed := map[string]int{}
+	visit := func(node string, pods []*corev1.Pod, npp *v1alpha1.NodePodProbe) error {
+		leftOut := r.left.leftOutOn(node, markerKey(m.Namespace, m.Name))
+		if len(pods) > 0 {
+			n := &corev1.Node{}
+			if err := r.client.Get(ctx, client.ObjectKey{Name: node}, n); apierrors.IsNotFound(err) {
+				n = nil
+			} else if err != nil {
+				return err
+			}
+			if why := UnprobedReason(n, npp, leftOut); why != "" {
+				unprobed[why] += len(pods)
+			}
+		}
+		if npp != nil && !placedOn(m, pods, npp, leftOut) {
+			placed = false
+		}
+		return nil
+	}
 	for i := range npps.Items {
 		npp := &npps.Items[i]
-		if !placedOn(m, byNode[npp.Name], npp, r.left.leftOutOn(npp.Name, markerKey(m.Namespace, m.Name))) {
-			placed = false
+		if err := visit(npp.Name, byNode[npp.Name], npp); err != nil {
+			return reconcile.Result{}, err
 		}
 		delete(byNode, npp.Name)
 	}
 	for node, pods := range byNode { // nodes the marker should be on but is not yet
 		npp := &v1alpha1.NodePodProbe{}
 		if err := r.client.Get(ctx, client.ObjectKey{Name: node}, npp); apierrors.IsNotFound(err) {
-			continue // no NodePodProbe (node not Ready yet): nothing can be placed there
+			npp = nil // no NodePodProbe (node not Ready yet): nothing can be placed there
 		} else if err != nil {
 			return reconcile.Result{}, err
 		}
-		if !placedOn(m, pods, npp, r.left.leftOutOn(node, markerKey(m.Namespace, m.Name))) {
-			placed = false
+		if err := visit(node, pods, npp); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	// The pods no node service probes are recorded in annotations (see v1alpha1.AnnotationUnprobed:
+	// Kruise's CRD would prune a status field), with a metadata patch of their own keys.
+	if set := unprobedAnnotations(m, unprobed); set != nil {
+		if err := patchAnnotations(ctx, r.client, m, set); err != nil {
+			return reconcile.Result{}, err
 		}
 	}
 

@@ -5,7 +5,8 @@
 // annotations of its markerPolicy. While the node service of the pod's node is silent (its
 // NodePodProbe says so, see package heartbeat) every result counts as Unknown: the condition says
 // why and since when, and the markerPolicy's marks go unless the marker keeps them
-// (v1alpha1.AnnotationOnNodeServiceSilent). It reconciles per pod and is level-based: the pod's marks are
+// (v1alpha1.AnnotationOnNodeServiceSilent). A marker in dry run (v1alpha1.AnnotationDryRun) writes
+// nothing on pods. It reconciles per pod and is level-based: the pod's marks are
 // recomputed from its NodePodProbe entry and the markers, compared with the pod, and only the
 // difference is written. What it set is recorded on the pod (RecordAnnotation), so that when a
 // probe or a marker goes away exactly that is removed.
@@ -79,7 +80,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		For(&corev1.Pod{}, builder.WithPredicates(podMarksChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, nppHandler()).
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToPods(c)),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, onSilentChanged()))).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, onSilentChanged(), dryRunChanged()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(&reconciler{hold: o.hold, client: c})
 }
@@ -182,7 +183,10 @@ func (r *reconciler) results(ctx context.Context, pod *corev1.Pod) ([]result, er
 						return nil, err
 					}
 					m = nil
-				} else if m.DeletionTimestamp != nil {
+				} else if m.DeletionTimestamp != nil || v1alpha1.DryRun(m) {
+					// A marker in dry run writes nothing on pods: its results count only in
+					// NodePodProbe status and its own counts. What it wrote while live goes, as
+					// for a deleted marker.
 					m = nil
 				}
 				markers[mName] = m
@@ -231,6 +235,18 @@ func onSilentChanged() predicate.Predicate {
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			return v1alpha1.KeepsMarksWhenSilent(e.ObjectOld) != v1alpha1.KeepsMarksWhenSilent(e.ObjectNew)
+		},
+	}
+}
+
+// dryRunChanged passes marker updates that flip its dry run (an annotation: no new generation).
+func dryRunChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return v1alpha1.DryRun(e.ObjectOld) != v1alpha1.DryRun(e.ObjectNew)
 		},
 	}
 }

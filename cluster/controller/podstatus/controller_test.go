@@ -414,3 +414,43 @@ func TestReservedKeysNeverWrittenNorRemoved(t *testing.T) {
 		conditions:  map[string][2]string{string(corev1.PodReady): {"False", ""}, "KruisePodReady": {"True", ""}},
 	})
 }
+
+func TestDryRunWritesNothingUntilLive(t *testing.T) {
+	m := marker("m", execProbe("idle", "game.io/idle", idlePolicy()...))
+	m.Annotations = map[string]string{v1alpha1.AnnotationDryRun: "true"}
+	f := setup(t, m)
+	mark := env.Writes.Len()
+	f.spec("m#idle")
+	f.status(state("m#idle", v1alpha1.ProbeSucceeded, "players: 0", time.Now()))
+	none := expect{
+		labels:      map[string]string{"gameserver-idle": "", "app": "game"},
+		annotations: map[string]string{cost: "", RecordAnnotation: "", "owner": "me"},
+		conditions:  map[string][2]string{"game.io/idle": {"", ""}},
+	}
+	poll.Consistently(t, 2*time.Second, func() error {
+		if meta, status := f.podWrites(mark); meta+status != 0 {
+			return fmt.Errorf("%d metadata + %d status writes on the pod of a marker in dry run", meta, status)
+		}
+		return f.is(none)()
+	})
+
+	// Flipped live: the result the node reported meanwhile is written.
+	setDryRun(t, m, "false")
+	f.settle(expect{
+		labels:      map[string]string{"gameserver-idle": "true"},
+		annotations: map[string]string{cost: "-10"},
+		conditions:  map[string][2]string{"game.io/idle": {"True", "players: 0"}},
+	})
+
+	// Back to dry run: what it wrote while live goes, as for a deleted marker.
+	setDryRun(t, m, "true")
+	f.settle(none)
+}
+
+func setDryRun(t *testing.T, m *v1alpha1.PodProbeMarker, v string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDryRun, v)
+	if err := env.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}

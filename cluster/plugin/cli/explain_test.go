@@ -158,3 +158,41 @@ func TestExplain(t *testing.T) {
 		t.Errorf("not a pod: %v", err)
 	}
 }
+
+// A pod on a virtual node, selected by a marker in dry run: explain says no node service probes
+// it and that the marker writes nothing on it.
+func TestExplainUnprobedDryRun(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	c := testEnv.c
+	ns := namespace(t, "explain-vk")
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ex-virtual", Labels: map[string]string{"type": "virtual-kubelet"}}})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job-0", Labels: map[string]string{"app": "job"}},
+		Spec: corev1.PodSpec{NodeName: "ex-virtual", Containers: []corev1.Container{{Name: "app", Image: "busybox"}}}}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.10", Conditions: []corev1.PodCondition{
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	tcp := v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(80)}}}}
+	create(t, &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job", Annotations: map[string]string{v1alpha1.AnnotationDryRun: "true"}},
+		Spec: v1alpha1.PodProbeMarkerSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "job"}},
+			Probes: []v1alpha1.PodContainerProbe{{Name: "tcp", ContainerName: "app", Probe: tcp}}}})
+
+	out, errOut, err := kubectl(t, "", "explain", "pod/job-0", "-n", ns)
+	if err != nil {
+		t.Fatalf("%v: %s", err, errOut)
+	}
+	contains(t, out, "Not probed:", "VirtualNode: no node service probes this pod, nothing is written on it",
+		"job  matches: selector app=job matches the pod's labels; dry run: its results are counted, not written on the pod")
+
+	out, _, err = kubectl(t, "", "explain", "pod/job-0", "-n", ns, "-o", "json")
+	var ex plugin.Explanation
+	if err != nil || json.Unmarshal([]byte(out), &ex) != nil || ex.NotProbed != v1alpha1.UnprobedVirtualNode ||
+		len(ex.Markers) != 1 || !ex.Markers[0].DryRun {
+		t.Errorf("-o json: %v %+v", err, ex)
+	}
+}

@@ -98,7 +98,14 @@ func TestStatus(t *testing.T) {
 		create(t, cm)
 	}
 
-	ppm := &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: v1alpha1.PodProbeMarkerSpec{
+	// In dry run, with the counts the cluster part writes (package nodepodprobe).
+	ppm := &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Annotations: map[string]string{
+		v1alpha1.AnnotationDryRun:          "true",
+		v1alpha1.AnnotationResults:         `{"tcp":{"Succeeded":1,"Failed":0,"Unknown":0,"Error":0}}`,
+		v1alpha1.AnnotationResultsSummary:  "Succeeded=1 Failed=0 Unknown=0 Error=0",
+		v1alpha1.AnnotationUnprobed:        "1",
+		v1alpha1.AnnotationUnprobedReasons: "NodeNotServed=1",
+	}}, Spec: v1alpha1.PodProbeMarkerSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 		Probes:   []v1alpha1.PodContainerProbe{{Name: "tcp", ContainerName: "app", Probe: tcp}}}}
 	if err := c.Create(ctx, ppm); err != nil {
@@ -133,8 +140,10 @@ func TestStatus(t *testing.T) {
 		"breakers open: 1 pod(s) whose liveness fails are held by one:",
 		ns+"/held on st-served: CircuitBreakerOpen since",
 		"Markers: 1",
-		"status-shop  web   1       3             1            False",
+		"status-shop  web   dry-run  1       3             1            1/0/0/0          1         False",
 		"status-shop/web: probes left out on 1 node(s) (st-silent)",
+		"status-shop/web: 1 matched pod(s) not probed: NodeNotServed=1",
+		"(dry-run: probes run and are counted, nothing is written on pods",
 	)
 	if strings.Contains(out, ns+"/healed") {
 		t.Errorf("a pod whose failure healed is shown as held by a breaker:\n%s", out)
@@ -160,7 +169,9 @@ func TestStatus(t *testing.T) {
 		st.Decider.Breakers[0].Reason != string(decider.ReasonCircuitBreakerOpen) {
 		t.Errorf("decider: %+v", st.Decider)
 	}
-	if len(st.Markers) != 1 || st.Markers[0].MatchedPods != 3 || st.Markers[0].PlacedPods != 1 || !st.Markers[0].Current || st.Markers[0].NodeBudget != "False" {
+	if len(st.Markers) != 1 || st.Markers[0].MatchedPods != 3 || st.Markers[0].PlacedPods != 1 || !st.Markers[0].Current || st.Markers[0].NodeBudget != "False" ||
+		!st.Markers[0].DryRun || st.Markers[0].Results["tcp"].Succeeded != 1 || st.Markers[0].Unprobed == nil || *st.Markers[0].Unprobed != 1 ||
+		st.Markers[0].UnprobedReasons[v1alpha1.UnprobedNodeNotServed] != 1 {
 		t.Errorf("markers: %+v", st.Markers)
 	}
 
