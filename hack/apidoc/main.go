@@ -34,11 +34,7 @@ func main() {
 	flag.Parse()
 	doc, err := render(*apis)
 	if err == nil {
-		if *check {
-			err = gendoc.Check(*out, doc)
-		} else {
-			err = os.WriteFile(*out, doc, 0o644)
-		}
+		err = gendoc.Write(*out, doc, *check)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "apidoc:", err)

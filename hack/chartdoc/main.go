@@ -35,14 +35,9 @@ func main() {
 	dir := flag.String("chart", "charts/probeshim", "the chart")
 	flag.Parse()
 	path := filepath.Join(*dir, "README.md")
-	var err error
-	if *check {
-		err = checkDoc(*dir, path)
-	} else {
-		var doc []byte
-		if doc, err = render(*dir); err == nil {
-			err = os.WriteFile(path, doc, 0o644)
-		}
+	doc, err := render(*dir)
+	if err == nil {
+		err = gendoc.Write(path, doc, *check)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chartdoc:", err)

@@ -30,24 +30,14 @@ func main() {
 	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
 	out := flag.String("o", "docs/metrics.md", "the file to write")
 	flag.Parse()
-	var err error
-	if *check {
-		err = checkDoc(*out)
-	} else {
-		err = writeDoc(*out)
+	doc, err := render()
+	if err == nil {
+		err = gendoc.Write(*out, doc, *check)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "metricsdoc:", err)
 		os.Exit(1)
 	}
-}
-
-func writeDoc(path string) error {
-	doc, err := render()
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, doc, 0o644)
 }
 
 // checkDoc fails when path is not what render writes.

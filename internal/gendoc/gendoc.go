@@ -1,6 +1,6 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package gendoc is what the generators of checked-in documents (hack/metricsdoc, hack/chartdoc)
+// Package gendoc is what the generators of checked-in documents (hack/metricsdoc, hack/chartdoc, hack/apidoc)
 // share: the check that a committed file is what its generator writes, with the lines that differ.
 package gendoc
 
@@ -12,6 +12,15 @@ import (
 	"slices"
 	"strings"
 )
+
+// Write writes doc to path, as a generator's plain run does; with check (its -check flag) it writes
+// nothing and fails as Check does.
+func Write(path string, doc []byte, check bool) error {
+	if check {
+		return Check(path, doc)
+	}
+	return os.WriteFile(path, doc, 0o644)
+}
 
 // Check fails when the file at path is not want, saying to regenerate and which lines differ.
 func Check(path string, want []byte) error {

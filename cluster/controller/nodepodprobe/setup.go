@@ -142,17 +142,12 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 
 // nodeServedChanged passes node updates that change whether a node service probes the node's pods.
 func nodeServedChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			old, ok1 := e.ObjectOld.(*corev1.Node)
-			cur, ok2 := e.ObjectNew.(*corev1.Node)
-			return !ok1 || !ok2 || old.Labels[v1alpha1.LabelNodeServed] != cur.Labels[v1alpha1.LabelNodeServed] ||
-				virtualNode(old) != virtualNode(cur)
-		},
-	}
+	return nppspec.UpdatesWhere(func(o, c client.Object) bool {
+		old, ok1 := o.(*corev1.Node)
+		cur, ok2 := c.(*corev1.Node)
+		return !ok1 || !ok2 || old.Labels[v1alpha1.LabelNodeServed] != cur.Labels[v1alpha1.LabelNodeServed] ||
+			virtualNode(old) != virtualNode(cur)
+	})
 }
 
 // nodeToMarkers maps a node to the markers that match pods on it (through the index of pods by node).

@@ -229,26 +229,16 @@ func podMarksChanged() predicate.Predicate {
 // onSilentChanged passes marker updates that change what happens to its marks while a node
 // service is silent (an annotation: no new generation).
 func onSilentChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return v1alpha1.KeepsMarksWhenSilent(e.ObjectOld) != v1alpha1.KeepsMarksWhenSilent(e.ObjectNew)
-		},
-	}
+	return nppspec.UpdatesWhere(func(old, cur client.Object) bool {
+		return v1alpha1.KeepsMarksWhenSilent(old) != v1alpha1.KeepsMarksWhenSilent(cur)
+	})
 }
 
 // dryRunChanged passes marker updates that flip its dry run (an annotation: no new generation).
 func dryRunChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return v1alpha1.DryRun(e.ObjectOld) != v1alpha1.DryRun(e.ObjectNew)
-		},
-	}
+	return nppspec.UpdatesWhere(func(old, cur client.Object) bool {
+		return v1alpha1.DryRun(old) != v1alpha1.DryRun(cur)
+	})
 }
 
 // markerToPods maps a marker to the pods of its namespace its selector matches (the selector is

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
@@ -33,5 +34,16 @@ func PodPlacementChanged(annotations ...string) predicate.Predicate {
 			}
 			return false
 		},
+	}
+}
+
+// UpdatesWhere passes only the updates for which changed(old, cur) holds: for a switch kept in an
+// annotation or a label, which no new generation announces and no creation or deletion changes.
+func UpdatesWhere(changed func(old, cur client.Object) bool) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return changed(e.ObjectOld, e.ObjectNew) },
 	}
 }
