@@ -84,6 +84,15 @@ func newFixture(t *testing.T) *fixture {
 
 func secretPath(outside string) string { return filepath.Join(outside, "secret") }
 
+// TestReadFileWithoutOpenat2: where the kernel has no openat2 (or a seccomp filter refuses it),
+// filepath-securejoin resolves every path of TestReadFile alike (here through its own openat2 and
+// retries; on such a kernel, its checked walk).
+func TestReadFileWithoutOpenat2(t *testing.T) {
+	openat2 = func(int, string, *unix.OpenHow) (int, error) { return -1, unix.ENOSYS }
+	t.Cleanup(func() { openat2 = unix.Openat2 })
+	TestReadFile(t)
+}
+
 func TestReadFile(t *testing.T) {
 	f := newFixture(t)
 	secret := secretPath(f.outside)
