@@ -61,12 +61,14 @@ unit: deps-unit verify-generated vet lint docs
 
 ## integration: the tests against a real kube-apiserver and etcd (envtest; no root), every test of
 ## those packages; on Kubernetes 1.37, or KUBE=1.35 (row 2's: make test leaves it to the row's suites).
-## It builds only the two binaries envtest runs; with INTEGRATION_BUILD_ROW=1 (make test) the rest of
+## It builds only the binaries these tests run: envtest's two and kubectl (cluster/deploy's kustomize), before
+## they start (left to the row's build beside them, kubectl came too late for them on a fresh machine, a race
+## that skipped cluster/deploy's suites); with INTEGRATION_BUILD_ROW=1 (make test) the rest of
 ## the row's binaries build meanwhile at the lowest CPU priority, for the e2e rows after it.
 KUBE ?=
 INTEGRATION_BUILD_ROW ?=
 integration:
-	@bin=$$(e2e/kubebin/build.sh $(or $(KUBE),1.37) kube-apiserver etcd) || exit 1; export PROBESHIM_KUBE_BIN=$$bin; \
+	@bin=$$(e2e/kubebin/build.sh $(or $(KUBE),1.37) kube-apiserver etcd kubectl) || exit 1; export PROBESHIM_KUBE_BIN=$$bin; \
 		rest=; if [ -n "$(INTEGRATION_BUILD_ROW)" ]; then nice -n 19 e2e/kubebin/build.sh $(or $(KUBE),1.37) >/dev/null & rest=$$!; fi; \
 		rc=0; ( $(GOTEST) -count=1 $(INTEGRATION_PKGS) $(REPORT) -stage integration ) || rc=1; \
 		[ -z "$$rest" ] || wait $$rest || { echo "integration: building the row's other Kubernetes binaries failed" >&2; rc=1; }; exit $$rc
