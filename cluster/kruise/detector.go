@@ -46,6 +46,10 @@ type Detector struct {
 	// KruiseNamespace is where kruise-manager and kruise-daemon run.
 	KruiseNamespace string
 	Period          time.Duration
+	// Elected is closed once this replica leads (the manager's Elected); nil: it publishes always.
+	// Only the leader publishes: its controllers are the ones that hold, so the status ConfigMap
+	// never says "held" while the replica that acts has not looked yet (up to a Period later).
+	Elected <-chan struct{}
 
 	mu       sync.RWMutex
 	seen     bool
@@ -81,14 +85,36 @@ func (d *Detector) Observation() (Observation, bool) {
 	return d.obs, d.seen
 }
 
+// leads reports whether this replica publishes (see Elected).
+func (d *Detector) leads() bool {
+	if d.Elected == nil {
+		return true
+	}
+	select {
+	case <-d.Elected:
+		return true
+	default:
+		return false
+	}
+}
+
 // NeedLeaderElection is false: the webhooks of every replica ask Holds.
 func (d *Detector) NeedLeaderElection() bool { return false }
 
-// Start looks now and every Period until ctx ends.
+// Start looks now, every Period and once more when this replica is elected, until ctx ends.
 func (d *Detector) Start(ctx context.Context) error {
 	period := d.Period
 	if period <= 0 {
 		period = DefaultPeriod
+	}
+	if d.Elected != nil {
+		go func() { // publish as soon as this replica leads, not a Period after
+			select {
+			case <-d.Elected:
+				d.Look(ctx)
+			case <-ctx.Done():
+			}
+		}()
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) { d.Look(ctx) }, period)
 	return nil
@@ -145,9 +171,9 @@ func (d *Detector) Look(ctx context.Context) Observation {
 			log.Info("OpenKruise part live: probeshim holds this work off", "kruise", c.Kruise, "probeshim", c.Probeshim, "work", c.Work, "why", c.Why)
 		}
 	}
-	if d.Writer != nil {
-		// Every replica looks; the one whose write changed the ConfigMap tells the change, so a
-		// change is one Event, not one per replica.
+	if d.Writer != nil && d.leads() {
+		// The leader publishes; the replica whose write changed the ConfigMap tells the change (a
+		// new leader's first write included), so a change is one Event, not one per replica.
 		cm, wrote, err := d.publish(ctx, obs, conflicts)
 		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			log.Error(err, "writing the OpenKruise status", "configmap", d.Namespace+"/"+StatusConfigMap)

@@ -280,6 +280,18 @@ func TestHandover(t *testing.T) {
 		t.Fatal("a PodProbeMarker update passed Kruise's live webhook entry: the stand-in does not reproduce Kruise")
 	}
 
+	// A replica that does not lead looks (its webhooks ask it) but publishes nothing: the status
+	// says what the leader saw, whose controllers are the ones that hold.
+	follower := &kruise.Detector{Reader: c, Writer: c, Recorder: events.NewFakeRecorder(100), Namespace: probeshimNS,
+		Period: time.Hour, Elected: make(chan struct{})}
+	follower.Look(ctx)
+	if follower.Holds(kruise.WorkProbes) == "" {
+		t.Error("a replica that does not lead does not hold probes with Kruise live")
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: probeshimNS, Name: kruise.StatusConfigMap}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a replica that does not lead published the status ConfigMap (get: %v)", err)
+	}
+
 	// Detection: every Kruise part that acts on probes and requests is reported and holds.
 	reg := prometheus.NewRegistry()
 	told := events.NewFakeRecorder(100)

@@ -160,7 +160,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 			return err
 		}
 		det := &kruise.Detector{Reader: direct, Writer: direct, Recorder: mgr.GetEventRecorder("kruise-detector"),
-			Namespace: o.namespace, KruiseNamespace: o.kruiseNamespace, Period: o.kruiseDetectPeriod}
+			Namespace: o.namespace, KruiseNamespace: o.kruiseNamespace, Period: o.kruiseDetectPeriod, Elected: mgr.Elected()}
 		if err := det.NewGauge(ctrlmetrics.Registry); err != nil {
 			return err
 		}

@@ -220,11 +220,12 @@ func TestRun(t *testing.T) {
 	}
 
 	// OpenKruise detection ran as the service account (its RBAC reads every Kruise object it
-	// looks for: a forbidden read would hold all work off) and found nothing to hold off.
+	// looks for: a forbidden read would hold all work off) and found nothing to hold off. The
+	// leader publishes it, once elected.
 	kst := &corev1.ConfigMap{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: kruise.StatusConfigMap}, kst); err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, 30*time.Second, done, func() error {
+		return c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: kruise.StatusConfigMap}, kst)
+	})
 	if kst.Data["holds"] != "probes: probeshim acts; crr: probeshim acts" {
 		t.Errorf("OpenKruise status %v", kst.Data)
 	}
