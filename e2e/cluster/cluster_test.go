@@ -453,9 +453,11 @@ func execHandler(cmd ...string) corev1.ProbeHandler {
 	return corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}
 }
 
-// probe is a fast probe: every second, one failure or success flips it.
+// probe is a fast probe: every second, one failure or success flips it. Its timeout is long: these
+// scenarios are about results, and a timed-out probe fails (on a loaded 2-core machine an exec has
+// taken seconds), which flips a condition a scenario holds steady.
 func probe(h corev1.ProbeHandler) v1alpha1.ContainerProbeSpec {
-	return v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1}}
+	return v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: h, PeriodSeconds: 1, TimeoutSeconds: 10, SuccessThreshold: 1, FailureThreshold: 1}}
 }
 
 func newMarker(ns, name string, selector map[string]string, probes ...v1alpha1.PodContainerProbe) *v1alpha1.PodProbeMarker {

@@ -41,7 +41,7 @@ func TestExitIsNotAFailedProbe(t *testing.T) {
 				Name: "alive", ContainerName: appContainer, PodConditionType: aliveCondition,
 				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{
 					ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
-					PeriodSeconds: 1, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1}},
+					PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1}},
 			}},
 		},
 	}

@@ -53,6 +53,9 @@ const (
 	// that run at once) and the node's kill and the kubelet's restart. Seconds on an idle
 	// machine; the room is for a loaded 2-core one.
 	waitRestart = 90 * time.Second
+	// probeTimeout (seconds) is the timeout of the probes that must not fail unless a scenario
+	// makes them: these scenarios are about results, never about timeouts.
+	probeTimeout = 15
 )
 
 var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
@@ -60,12 +63,13 @@ var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
 // ---- pods and workloads ----
 
 // livenessProbe fails while marker exists: every second, one result flips it. A probe that
-// times out fails too, and a loaded 2-core machine has been seen to take over a second for an
-// exec: the timeout of 5 s keeps that from restarting a pod the test did not make fail.
+// times out fails too, and a loaded 2-core machine has been seen to take over 5 s for an exec
+// (CI, with the package tests beside the row): the timeout of probeTimeout keeps that from
+// restarting a pod the test did not make fail.
 func livenessProbe(marker string) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "!", "-e", marker}}},
-		PeriodSeconds: 1, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
+		PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1,
 	}
 }
 

@@ -27,14 +27,14 @@ func (s *suite) testStartupHold(t *testing.T) {
 	ns := s.c.Namespace(t)
 	p := appPod(ns, "slow-start", true, &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"false"}}},
-		PeriodSeconds: 1, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
+		PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1,
 	})
 	app := &p.Spec.Containers[0]
 	app.Command = []string{"sh", "-c", fmt.Sprintf("trap 'exit 0' TERM; sleep %d & wait $!; touch /tmp/started; %s",
 		int(startupDelay.Seconds()), appScript)}
 	app.StartupProbe = &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-e", "/tmp/started"}}},
-		PeriodSeconds: 1, TimeoutSeconds: 5, FailureThreshold: 120,
+		PeriodSeconds: 1, TimeoutSeconds: probeTimeout, FailureThreshold: 120,
 	}
 	pod := s.c.CreatePod(t, p)
 	if pod.Spec.Containers[0].LivenessProbe != nil {
