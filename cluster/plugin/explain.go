@@ -350,6 +350,8 @@ func whyNotPlaced(pod *corev1.Pod, container string, npp *v1alpha1.NodePodProbe,
 		return fmt.Sprintf("the pod has no container %q", container)
 	case !nodepodprobe.Probeable(pod):
 		return "the pod is not ready to be probed: not on a node, not initialised, without an IP, finished or terminating"
+	case container != "" && nodepodprobe.StartupHeld(pod, v1alpha1.RestartableContainer(pod, container)):
+		return fmt.Sprintf("container %q has a startupProbe that has not succeeded yet: its probes start once the kubelet reports it started", container)
 	case npp == nil:
 		return "node " + pod.Spec.NodeName + " has no NodePodProbe (the cluster part writes it once the node is Ready)"
 	case budget != nil && budget.Status != metav1.ConditionTrue && strings.Contains(budget.Message, pod.Spec.NodeName):

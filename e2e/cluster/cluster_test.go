@@ -77,6 +77,7 @@ func TestCluster(t *testing.T) {
 		t.Run("httpGet probe", s.testHTTP)
 		t.Run("hostNetwork loopback", s.testHostNetworkLoopback)
 		t.Run("message changes while the state does not", s.testMessageOnly)
+		t.Run("startup probe holds the marker's probes", s.testStartupHold)
 		t.Run("scaling keeps NodePodProbe exact", s.testScale)
 		t.Run("deleting markers leaves nothing behind", s.testDeleteMarkers)
 		t.Run("two markers on one container", s.testTwoMarkers)
@@ -226,6 +227,64 @@ func (s *suite) testMessageOnly(t *testing.T) {
 	if strings.Contains(after.Message, "players: 3") {
 		t.Errorf("message %q still holds the old output", after.Message)
 	}
+}
+
+// A marker's probes of a container that has a startup probe wait for it, as the kubelet's readiness
+// probe does: while the kubelet reports the container not started, the NodePodProbe holds no probe
+// of it and the pod no mark, though the marker is in place (its other container's probe marks the
+// pod); once the startup probe succeeds (the test lets it), the held probe runs and marks.
+func (s *suite) testStartupHold(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	slow := framework.Shell("main", "echo 'players: 0' > /tmp/players; exec sleep 1000000")
+	slow.StartupProbe = &corev1.Probe{
+		ProbeHandler:  execHandler("test", "-e", "/tmp/started"),
+		PeriodSeconds: 1, TimeoutSeconds: 10, FailureThreshold: 3600, // starts when the test says so
+	}
+	pod := framework.NewPod(ns, "gs-0", slow, framework.Shell("side", "exec sleep 1000000"))
+	pod.Labels = map[string]string{"app": "gs"}
+	pod = s.c.CreatePod(t, pod)
+	s.createMarker(t, newMarker(ns, "players", map[string]string{"app": "gs"},
+		v1alpha1.PodContainerProbe{Name: "count", ContainerName: "main", PodConditionType: "game.example.com/players",
+			Probe: probe(execHandler("cat", "/tmp/players"))},
+		v1alpha1.PodContainerProbe{Name: "side", ContainerName: "side", PodConditionType: "game.example.com/side",
+			Probe: probe(execHandler("true"))}))
+
+	// The marker is placed and probes the pod: side's condition; main still not started.
+	p := s.waitCondition(t, pod, "game.example.com/side", corev1.ConditionTrue, "")
+	if started(p, "main") {
+		t.Fatalf("container main started before the test let it: %s", framework.DescribePod(p))
+	}
+	if c := podCondition(p, "game.example.com/players"); c != nil {
+		t.Errorf("the held probe marked the pod before its container started: %+v", *c)
+	}
+	npp, err := s.npp(framework.Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range npp.Spec.PodProbes {
+		for _, pr := range pp.Probes {
+			if pp.UID == string(pod.UID) && pr.ContainerName == "main" {
+				t.Errorf("the NodePodProbe holds %s of container main before it started", pr.Name)
+			}
+		}
+	}
+
+	s.exec(t, ns, pod.Name, "main", "touch", "/tmp/started")
+	p = s.waitCondition(t, pod, "game.example.com/players", corev1.ConditionTrue, "players: 0")
+	if !started(p, "main") {
+		t.Errorf("the held probe marked the pod while the kubelet reports main not started: %s", framework.DescribePod(p))
+	}
+}
+
+// started reports whether the kubelet reports container name of p started.
+func started(p *corev1.Pod, name string) bool {
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == name {
+			return st.Started != nil && *st.Started
+		}
+	}
+	return false
 }
 
 // Scaling a Deployment down and up: the NodePodProbe holds entries for exactly the running

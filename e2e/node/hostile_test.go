@@ -122,7 +122,11 @@ func TestHostileTargets(t *testing.T) {
 	if peak-before > maxRSSGrowth {
 		t.Errorf("the hostile probes grew the node service's RSS by %.1f MB (%.1f -> %.1f), want at most %.0f MB", peak-before, before, peak, maxRSSGrowth)
 	}
-	if under > 2*quiet+3*time.Second {
+	// A victim queued behind the hostile probes (a shared pool, a lock) waits a round of them:
+	// 900 drips that each hold on to their timeout, tens of seconds. The CPU they take is a
+	// machine's to share, and a loaded 2-core one (CI, the package tests beside) has shown 6.1 s
+	// against 960 ms quiet: the bound leaves room for that and still catches a queue.
+	if under > 2*quiet+10*time.Second {
 		t.Errorf("the other tenant's probes reacted in %v under the hostile probes, %v without: not on time", under, quiet)
 	}
 	if strings.Contains(s.svc.Logs(), "panic") {

@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -105,7 +104,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 			predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
 			builder.WithPredicates(optedIn(), predicate.Or(nppspec.PodPlacementChanged(
-				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext), startedChanged()))).
+				v1alpha1.AnnotationUsingEnhancedLiveness, v1alpha1.AnnotationContainerProbeContext), nppspec.StartedChanged()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
 		Complete(r)
 }
@@ -195,11 +194,9 @@ func desiredEntries(pods []corev1.Pod) ([]v1alpha1.PodProbe, []skip) {
 					v1alpha1.AnnotationContainerProbeContext, name)})
 				continue
 			}
-			if c.StartupProbe != nil && notStarted(pod, name) {
+			if nppspec.StartupHeld(pod, c) {
 				// The kubelet runs no liveness probe before the container's startup probe has
-				// succeeded: the entry comes once the kubelet reports started. A container without
-				// a startup probe has started when it runs, which the node service sees itself, so
-				// its entry stays: no two NodePodProbe writes and a late first probe per restart.
+				// succeeded: the entry comes once the kubelet reports started.
 				continue
 			}
 			probe, err := nppspec.ResolvePorts(&probes[j].LivenessProbe, c)
@@ -266,38 +263,6 @@ func fitBudget(entries []v1alpha1.PodProbe, pods []corev1.Pod, node string, budg
 		}
 	}
 	return kept, skipped
-}
-
-// notStarted reports whether the kubelet reports container name of pod as not started: its status
-// says started is not true (its startup probe has not succeeded yet, or it is not running). A
-// container without a status yet is not held: the node service sees it is not running.
-func notStarted(pod *corev1.Pod, name string) bool {
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
-		for i := range list {
-			if list[i].Name == name {
-				return list[i].Started == nil || !*list[i].Started
-			}
-		}
-	}
-	return false
-}
-
-// startedChanged passes pod updates in which a container's started flag changed.
-func startedChanged() predicate.Predicate {
-	started := func(p *corev1.Pod) map[string]bool {
-		out := map[string]bool{}
-		for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
-			for i := range list {
-				out[list[i].Name] = list[i].Started != nil && *list[i].Started
-			}
-		}
-		return out
-	}
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		old, ok1 := e.ObjectOld.(*corev1.Pod)
-		cur, ok2 := e.ObjectNew.(*corev1.Pod)
-		return !ok1 || !ok2 || !maps.Equal(started(old), started(cur))
-	}}
 }
 
 // report records an event on the pod for each skip not reported before for this node.

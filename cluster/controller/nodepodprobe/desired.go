@@ -30,6 +30,8 @@ func (s skip) key() string {
 // named ports resolved, and the probes it had to skip: no such container, an unknown port name,
 // a probe the NodePodProbe admission would refuse (e.g. a marker written before the webhook
 // ran), or a network probe of a hostNetwork pod to a port the pod does not declare. The caller checks that m selects the pod.
+// A probe of a container that waits for its startup probe (nppspec.StartupHeld) is neither: it
+// comes once the kubelet reports the container started, as the kubelet's own readiness probe does.
 func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.ContainerProbe, []skip) {
 	var out []v1alpha1.ContainerProbe
 	var skipped []skip
@@ -39,6 +41,9 @@ func markerProbes(m *v1alpha1.PodProbeMarker, pod *corev1.Pod) ([]v1alpha1.Conta
 		if c == nil {
 			skipped = append(skipped, skip{marker: m, pod: pod, probe: p.Name,
 				reason: fmt.Sprintf("pod has no container %q", p.ContainerName)})
+			continue
+		}
+		if nppspec.StartupHeld(pod, c) {
 			continue
 		}
 		probe, err := nppspec.ResolvePorts(&p.Probe.Probe, c)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
@@ -26,6 +27,13 @@ func testPod(name string, lbls map[string]string) corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.1",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue}}},
 	}
+}
+
+// withStartup gives p's container main a startup probe and the kubelet's started flag for it.
+func withStartup(p corev1.Pod, started bool) corev1.Pod {
+	p.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Started: &started}, {Name: "side", Started: ptr.To(true)}}
+	return p
 }
 
 func execProbe(name, container string) v1alpha1.PodContainerProbe {
@@ -124,6 +132,25 @@ func TestDesiredEntries(t *testing.T) {
 			}(),
 			want:  "a(10.1.0.1):m#ok@main",
 			skips: []string{`m/meta/a: spec.probes[0].probe.httpGet.host: Forbidden: ` + hostForbiddenText(t)}},
+		{name: "a container waiting for its startup probe: its probes wait, the others' do not",
+			pods:    []corev1.Pod{withStartup(testPod("a", web), false), withStartup(testPod("b", web), true)},
+			markers: []v1alpha1.PodProbeMarker{testMarker("m", web, execProbe("idle", "main"), execProbe("ok", "side"))},
+			want:    "a(10.1.0.1):m#ok@side b(10.1.0.1):m#idle@main,m#ok@side"},
+		{name: "started unknown (no status field) holds a container with a startup probe",
+			pods: func() []corev1.Pod {
+				p := withStartup(testPod("a", web), true)
+				p.Status.ContainerStatuses[0].Started = nil
+				return []corev1.Pod{p}
+			}(),
+			markers: []v1alpha1.PodProbeMarker{testMarker("m", web, execProbe("idle", "main"))}},
+		{name: "not started, but no startup probe: placed (the node sees a container that is not running)",
+			pods: func() []corev1.Pod {
+				p := withStartup(testPod("a", web), false)
+				p.Spec.Containers[0].StartupProbe = nil
+				return []corev1.Pod{p}
+			}(),
+			markers: []v1alpha1.PodProbeMarker{testMarker("m", web, execProbe("idle", "main"))},
+			want:    "a(10.1.0.1):m#idle@main"},
 		{name: "hostNetwork pod: declared ports only, at its IP or its loopback",
 			pods: func() []corev1.Pod {
 				p := testPod("h", web)

@@ -81,6 +81,10 @@ func EstimateMarker(m *v1alpha1.PodProbeMarker, pods []corev1.Pod, npp *v1alpha1
 // with an IP, neither finished nor terminating.
 func Probeable(pod *corev1.Pod) bool { return nppspec.Probeable(pod) }
 
+// StartupHeld reports whether the probes of container c of pod wait for its startup probe (see
+// nppspec.StartupHeld).
+func StartupHeld(pod *corev1.Pod, c *corev1.Container) bool { return nppspec.StartupHeld(pod, c) }
+
 // MarkerSelector is the pod selector of m as the controller applies it: an empty or invalid one
 // selects nothing.
 func MarkerSelector(m *v1alpha1.PodProbeMarker) labels.Selector { return nppspec.MarkerSelector(m) }

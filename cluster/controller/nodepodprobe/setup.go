@@ -104,8 +104,9 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		For(&corev1.Node{}, builder.WithPredicates(nodeReadyChanged())).
 		Watches(&v1alpha1.NodePodProbe{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A container's started flag places or holds the probes of a container with a startup probe.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToNode),
-			builder.WithPredicates(nppspec.PodPlacementChanged())).
+			builder.WithPredicates(predicate.Or(nppspec.PodPlacementChanged(), nppspec.StartedChanged()))).
 		Watches(&v1alpha1.PodProbeMarker{}, handler.EnqueueRequestsFromMapFunc(markerToNodes(c)),
 			builder.WithPredicates(markerChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.workers}).
@@ -118,7 +119,7 @@ func SetupWithManager(mgr ctrl.Manager, opts ...Option) error {
 		Named(StatusControllerName).
 		For(&v1alpha1.PodProbeMarker{}, builder.WithPredicates(markerChanged())).
 		Watches(&corev1.Pod{}, delayed(podToMarkers(c), statusDelay),
-			builder.WithPredicates(nppspec.PodPlacementChanged())).
+			builder.WithPredicates(predicate.Or(nppspec.PodPlacementChanged(), nppspec.StartedChanged()))).
 		Watches(&v1alpha1.NodePodProbe{}, delayed(nppToMarkers, statusDelay),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A node gaining or losing its node service changes which matched pods are unprobed.
