@@ -204,12 +204,14 @@ bench-run: deps-rig deps-runc-build
 
 ## generate: deepcopy code and CRD manifests (controller-gen), the metrics reference docs/metrics.md from
 ## the collectors the code registers (hack/metricsdoc), the chart's README from its values.yaml and
-## values.schema.json (hack/chartdoc), and the API reference docs/reference/api.md from the Go types
-## (hack/apidoc).
+## values.schema.json (hack/chartdoc), the API reference docs/reference/api.md from the Go types
+## (hack/apidoc) and the node configuration reference docs/reference/node-config.md from shim/config
+## (hack/configdoc).
 generate: generate-code
 	$(GO) run ./hack/metricsdoc
 	$(GO) run ./hack/chartdoc
 	$(GO) run ./hack/apidoc
+	$(GO) run ./hack/configdoc
 
 # generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
 generate-code:

@@ -32,3 +32,4 @@ fi
 go run ./hack/metricsdoc -check
 go run ./hack/chartdoc -check
 go run ./hack/apidoc -check
+go run ./hack/configdoc -check

@@ -1,6 +1,6 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
-// Package gendoc is what the generators of checked-in documents (hack/metricsdoc, hack/chartdoc, hack/apidoc)
+// Package gendoc is what the generators of checked-in documents (hack/metricsdoc, hack/chartdoc, hack/apidoc, hack/configdoc)
 // share: the check that a committed file is what its generator writes, with the lines that differ.
 package gendoc
 

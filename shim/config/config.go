@@ -107,7 +107,7 @@ type Config struct {
 	// LogLevel is a logrus level: panic, fatal, error, warn, info, debug, trace.
 	LogLevel string `json:"logLevel,omitempty"`
 	// MaxProcs is how many CPUs run the service's Go code at once (GOMAXPROCS; system calls and
-	// the kernel's network work are not bounded by it). Default DefaultMaxProcs; -1: one per CPU
+	// the kernel's network work are not bounded by it). Default 1 (DefaultMaxProcs); -1: one per CPU
 	// the service may use, Go's own default.
 	MaxProcs int `json:"maxProcs,omitempty"`
 	// CRIProxy is the optional CRI proxy the kubelet may use as its runtime

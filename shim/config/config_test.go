@@ -276,3 +276,21 @@ func TestFileFields(t *testing.T) {
 		t.Fatalf("fileFields = %s", got)
 	}
 }
+
+// Every flag sets a field of the file, found by its address: the generated reference
+// (hack/configdoc) shows each beside its field.
+func TestFlagFields(t *testing.T) {
+	fields := map[string]string{}
+	for _, f := range FlagFields() {
+		if f.Field == "" {
+			t.Errorf("flag --%s sets no field of the file", f.Flag)
+		}
+		fields[f.Flag] = f.Field
+	}
+	for flag, field := range map[string]string{"node-name": "nodeName", "cri-proxy": "criProxy.enabled",
+		"max-concurrent-network-probes-per-namespace": "probes.maxConcurrentNetworkPerNamespace", "heartbeat-endpoint": "heartbeat.endpoint"} {
+		if fields[flag] != field {
+			t.Errorf("flag --%s sets %q, want %q", flag, fields[flag], field)
+		}
+	}
+}
