@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -25,14 +27,15 @@ const (
 	grpcBuffer     = 4 << 10 // the defaults are 32 KiB each way per connection
 )
 
-// probeGRPC calls grpc.health.v1.Health/Check on addr through d.
-func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time.Duration) (Result, string) {
+// probeGRPC calls grpc.health.v1.Health/Check on addr through d, over TLS
+// when useTLS (grpc.mode TLS, the kubelet's GRPCContainerProbeTLS).
+func probeGRPC(ctx context.Context, d Dialer, addr, service string, useTLS bool, timeout time.Duration) (Result, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	dial := lingerDial(d)
 	// passthrough: the address is already an IP; no resolver may run.
 	conn, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(grpcCredentials(useTLS)),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return dial(ctx, "tcp", a)
 		}),
@@ -62,7 +65,7 @@ func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time
 			}
 			return Failure, fmt.Sprintf("timeout: health rpc did not complete within %v", timeout)
 		case codes.Unavailable:
-			return Failure, fmt.Sprintf("error: failed to connect service at %q: %s", addr, st.Message())
+			return Failure, fmt.Sprintf("error: failed to connect service at %q: %s%s", addr, st.Message(), modeHint(st.Message(), useTLS))
 		}
 		return Failure, fmt.Sprintf("error: health rpc probe failed: %v", err)
 	}
@@ -70,4 +73,26 @@ func probeGRPC(ctx context.Context, d Dialer, addr, service string, timeout time
 		return Failure, fmt.Sprintf("service unhealthy (responded with %q)", s.String())
 	}
 	return Success, ""
+}
+
+// grpcCredentials are TLS without verification or plaintext.
+func grpcCredentials(useTLS bool) credentials.TransportCredentials {
+	if useTLS {
+		// Like the kubelet's gRPC TLS probes and HTTPS probes: a probe checks liveness, not identity.
+		return credentials.NewTLS(probeTLS)
+	}
+	return insecure.NewCredentials()
+}
+
+// modeHint names the likely cause when the connection failed the way a
+// mismatched grpc.mode does: a TLS server closes on a plaintext preface, a
+// plaintext server's first bytes are no TLS record.
+func modeHint(msg string, useTLS bool) string {
+	switch {
+	case !useTLS && strings.Contains(msg, "server preface"):
+		return " (if the server serves TLS, set grpc.mode: TLS)"
+	case useTLS && strings.Contains(msg, "does not look like a TLS handshake"):
+		return " (the server does not serve TLS: leave grpc.mode unset or Plaintext)"
+	}
+	return ""
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // grpcServer serves on loopback; health may be nil (no health service).
-func grpcServer(t *testing.T, hs healthpb.HealthServer) (addr string, agents func() []string) {
+func grpcServer(t *testing.T, hs healthpb.HealthServer, opts ...grpc.ServerOption) (addr string, agents func() []string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,13 +26,13 @@ func grpcServer(t *testing.T, hs healthpb.HealthServer) (addr string, agents fun
 	}
 	var mu sync.Mutex
 	var seen []string
-	s := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	s := grpc.NewServer(append(opts, grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
 		mu.Lock()
 		seen = append(seen, md.Get("user-agent")...)
 		mu.Unlock()
 		return h(ctx, req)
-	}))
+	}))...)
 	if hs != nil {
 		healthpb.RegisterHealthServer(s, hs)
 	}
@@ -111,7 +111,7 @@ func TestGRPCProbe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &redirectDialer{}
 			start := time.Now()
-			r, msg := probeGRPC(context.Background(), d, tc.addr, tc.service, tc.timeout)
+			r, msg := probeGRPC(context.Background(), d, tc.addr, tc.service, false, tc.timeout)
 			if r != tc.want || !strings.HasPrefix(msg, tc.msg) {
 				t.Fatalf("got %v %q, want %v %q...", r, msg, tc.want, tc.msg)
 			}
@@ -136,7 +136,7 @@ func TestGRPCNoNameResolution(t *testing.T) {
 	hs := health.NewServer()
 	addr, _ := grpcServer(t, hs)
 	d := &redirectDialer{from: "probe.invalid:1234", to: addr}
-	if r, msg := probeGRPC(context.Background(), d, "probe.invalid:1234", "", 5*time.Second); r != Success {
+	if r, msg := probeGRPC(context.Background(), d, "probe.invalid:1234", "", false, 5*time.Second); r != Success {
 		t.Fatalf("got %v %q", r, msg)
 	}
 	if d.dialed[0] != "probe.invalid:1234" || d.lingered.Load() != 1 {

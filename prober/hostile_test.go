@@ -7,8 +7,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -92,8 +94,34 @@ func serveHostileTargets() {
 	healthpb.RegisterHealthServer(s, bigHealth{})
 	go func() { _ = s.Serve(ln) }()
 	ports = append(ports, fmt.Sprintf("grpc:%d", ln.Addr().(*net.TCPAddr).Port))
+	ports = append(ports, "h2c:"+serveHostileH2C())
 	fmt.Println(strings.Join(ports, " "))
 	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// serveHostileH2C serves h2c only: /header answers an 8 MiB header, /body
+// a body that never ends. It returns the port.
+func serveHostileH2C() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	big, chunk := strings.Repeat("h", 8<<20), []byte(strings.Repeat("b", 64<<10))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/header", func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("X-Big", big) })
+	mux.HandleFunc("/body", func(w http.ResponseWriter, _ *http.Request) {
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: p, ReadHeaderTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // bigHealth answers SERVING, well-formed, just large.
@@ -157,7 +185,7 @@ const maxProbeAlloc = 512 << 10
 // A hostile target costs the engine a bounded amount per probe: an 8 MiB
 // header is refused after MaxResponseHeader, an endless body is read to
 // MaxOutput, a dripped header ends at the probe's timeout, and a gRPC answer
-// over the cap fails the probe.
+// over the cap fails the probe; over h2c as over HTTP/1.1.
 func TestHostileTargetsAreBounded(t *testing.T) {
 	ports := hostileTargets(t)
 	for _, tc := range []struct {
@@ -170,19 +198,25 @@ func TestHostileTargetsAreBounded(t *testing.T) {
 		{"body", 5 * time.Second, Success, ""},
 		{"drip", 300 * time.Millisecond, Failure, "Timeout"},
 		{"grpc", 5 * time.Second, Failure, "error"},
+		{"h2c/header", 5 * time.Second, Failure, "h2c"},
+		{"h2c/body", 5 * time.Second, Success, ""},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			addr := "127.0.0.1:" + ports[tc.kind]
+			kind, path, h2c := strings.Cut(tc.kind, "/")
+			addr := "127.0.0.1:" + ports[kind]
 			var r Result
 			var msg string
 			var err error
 			start := time.Now()
 			n := allocated(func() {
 				if tc.kind == "grpc" {
-					r, msg = probeGRPC(context.Background(), hostDialer, addr, "", tc.timeout)
+					r, msg = probeGRPC(context.Background(), hostDialer, addr, "", false, tc.timeout)
 					return
 				}
-				a := &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString(ports[tc.kind])}
+				a := &corev1.HTTPGetAction{Path: "/" + path, Port: intstr.FromString(ports[kind])}
+				if h2c {
+					a.Protocol = ptrTo(corev1.HTTPProtocolHTTP2)
+				}
 				r, msg, err = probeHTTP(context.Background(), hostDialer, addr, a, tc.timeout)
 			})
 			t.Logf("%s: %s %q in %v, allocated %d KiB", tc.kind, r, msg, time.Since(start).Round(time.Millisecond), n>>10)

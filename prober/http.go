@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -53,8 +54,10 @@ func (e *bodyError) Unwrap() error { return e.err }
 // HTTPGet sends the GET of a to addr through d as an httpGet probe does:
 // the action's headers (userAgent and Accept */* unless set), no proxy, no
 // keep-alive or compression, TLS unverified, same-host redirects only, the
-// body read up to MaxOutput. It returns the status code. The preStop hooks
-// of the node service use it too.
+// body read up to MaxOutput; HTTP/2 over cleartext with prior knowledge (h2c)
+// when the action's protocol is HTTP2, as the kubelet's H2CContainerProbe.
+// It returns the status code. The preStop hooks of the node service use it
+// too (their validation refuses protocol HTTP2).
 func HTTPGet(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction, userAgent string, timeout time.Duration) (int, error) {
 	req, err := newHTTPRequest(ctx, addr, a, userAgent)
 	if err != nil {
@@ -75,9 +78,16 @@ func HTTPGet(ctx context.Context, d Dialer, addr string, a *corev1.HTTPGetAction
 		ReadBufferSize:         1 << 10,
 		MaxResponseHeaderBytes: MaxResponseHeader,
 	}
+	h2c := isH2C(a)
+	if h2c {
+		useH2C(tr)
+	}
 	client := &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: sameHostRedirects}
 	res, err := client.Do(req)
 	if err != nil {
+		if h2c && !dialOrTimeout(err) {
+			return 0, &h2cError{err}
+		}
 		return 0, err
 	}
 	defer res.Body.Close()
@@ -131,4 +141,43 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	return nil
+}
+
+// isH2C reports whether a asks for HTTP/2 over cleartext (h2c). Admission
+// refuses HTTP2 with scheme HTTPS, as the kubelet does.
+func isH2C(a *corev1.HTTPGetAction) bool {
+	return a.Protocol != nil && *a.Protocol == corev1.HTTPProtocolHTTP2
+}
+
+// useH2C makes tr speak h2c with prior knowledge and nothing else, as the
+// kubelet's h2c transport: a server that only speaks HTTP/1.1 fails the probe
+// rather than being probed over another protocol than asked. The dialer, the
+// header cap (MaxHeaderListSize) and the client timeout stay those of
+// HTTP/1.1; the flow-control windows and frame size are cut from the
+// defaults (4 MiB a stream, 1 GiB a connection, 1 MiB frames) so a target
+// cannot make the node service buffer more than the probe reads.
+func useH2C(tr *http.Transport) {
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	tr.HTTP2 = &http.HTTP2Config{
+		MaxReadFrameSize:              16 << 10, // HTTP/2's minimum
+		MaxReceiveBufferPerStream:     MaxOutput,
+		MaxReceiveBufferPerConnection: 64 << 10, // HTTP/2's minimum window, about
+	}
+}
+
+// h2cError is a failed h2c exchange, with its likely cause: a server that
+// does not speak h2c, whose HTTP/1.1 answer reads as a broken HTTP/2 frame.
+type h2cError struct{ err error }
+
+func (e *h2cError) Error() string {
+	return "HTTP/2 over cleartext (h2c, prior knowledge) failed; does the server speak h2c? (protocol HTTP2): " + e.err.Error()
+}
+func (e *h2cError) Unwrap() error { return e.err }
+
+// dialOrTimeout reports errors that say nothing about the protocol spoken.
+func dialOrTimeout(err error) bool {
+	var op *net.OpError
+	var to interface{ Timeout() bool }
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &to) && to.Timeout()
 }

@@ -94,7 +94,8 @@ func (m *Manager) runProbe(ctx context.Context, cfg *probeConfig, containerID st
 		if h.GRPC.Service != nil {
 			service = *h.GRPC.Service
 		}
-		r, msg := probeGRPC(ctx, d, addr, service, timeout)
+		useTLS := h.GRPC.Mode != nil && *h.GRPC.Mode == corev1.GRPCProbeModeTLS
+		r, msg := probeGRPC(ctx, d, addr, service, useTLS, timeout)
 		return r, msg, nil
 	}
 }

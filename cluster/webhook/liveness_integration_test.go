@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -14,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/discovery"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -152,12 +149,8 @@ func TestLivenessWebhookScope(t *testing.T) {
 func TestLivenessWebhookRejects(t *testing.T) {
 	needEnv(t)
 	pod := livenessPod("games", "bad", optIn)
-	pod.Spec.Containers[2].LivenessProbe.HTTPGet.Protocol = ptr.To(corev1.HTTPProtocolHTTP2)
-	// httpGet.protocol is new in Kubernetes 1.37: an older API server drops the unknown field
-	// when it decodes the pod, so no HTTP/2 probe reaches the webhook to be rejected.
-	if minor := serverMinor(t); minor < 37 {
-		t.Skipf("Kubernetes 1.%d has no httpGet.protocol (new in 1.37)", minor)
-	}
+	// The API server accepts any host; probeshim probes the pod only.
+	pod.Spec.Containers[2].LivenessProbe.HTTPGet.Host = "169.254.169.254"
 	err := testEnv.admin.Create(context.Background(), pod)
 	if !apierrors.IsInvalid(err) {
 		t.Fatalf("want Invalid, got %v", err)
@@ -165,28 +158,10 @@ func TestLivenessWebhookRejects(t *testing.T) {
 	for _, want := range []string{
 		`admission webhook "enhanced-liveness.pods.probeshim.io" denied the request`,
 		"games/bad", "apps.kruise.io/using-enhanced-liveness",
-		"spec.containers[2].livenessProbe.httpGet.protocol", "probeshim does not implement HTTP/2",
+		"spec.containers[2].livenessProbe.httpGet.host", "must be empty (the probe goes to the pod's IP)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}
 	}
-}
-
-// serverMinor is the API server's Kubernetes minor version.
-func serverMinor(t *testing.T) int {
-	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(testEnv.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
-	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
-	if err != nil {
-		t.Fatalf("server version %+v: %v", v, err)
-	}
-	return minor
 }

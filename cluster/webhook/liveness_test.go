@@ -64,6 +64,17 @@ func TestLivenessMutatorPatch(t *testing.T) {
 				`{"op":"remove","path":"/spec/containers/0/livenessProbe"}]`,
 		},
 		{
+			name: "h2c and gRPC over TLS are kept as written",
+			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[
+				{"name":"web","image":"nginx","livenessProbe":{"httpGet":{"port":80,"protocol":"HTTP2"}}},
+				{"name":"rpc","image":"grpc","livenessProbe":{"grpc":{"port":9090,"mode":"TLS"}}}]}}`,
+			patch: `[{"op":"add","path":"/metadata/annotations/apps.kruise.io~1container-probe-context",` +
+				`"value":"[{\"name\":\"web\",\"livenessProbe\":{\"httpGet\":{\"port\":80,\"protocol\":\"HTTP2\"}}},` +
+				`{\"name\":\"rpc\",\"livenessProbe\":{\"grpc\":{\"port\":9090,\"service\":null,\"mode\":\"TLS\"}}}]"},` +
+				`{"op":"remove","path":"/spec/containers/0/livenessProbe"},` +
+				`{"op":"remove","path":"/spec/containers/1/livenessProbe"}]`,
+		},
+		{
 			name: "sidecars (restartable init containers) first, plain init containers untouched",
 			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{
 				"initContainers":[{"name":"setup","image":"busybox"},
@@ -155,16 +166,16 @@ func TestLivenessMutatorRejects(t *testing.T) {
 			want: []string{"spec.containers[1].livenessProbe.tcpSocket.host", "games/web-"},
 		},
 		{
-			name: "HTTP/2 (not implemented: refused, never run as HTTP/1.1)",
+			name: "HTTP/2 with HTTPS (h2c only, as the kubelet)",
 			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
-				"livenessProbe":{"httpGet":{"port":80,"protocol":"HTTP2"}}}]}}`,
-			want: []string{"spec.containers[0].livenessProbe.httpGet.protocol", "probeshim does not implement HTTP/2"},
+				"livenessProbe":{"httpGet":{"port":80,"scheme":"HTTPS","protocol":"HTTP2"}}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.httpGet.protocol", "needs scheme HTTP"},
 		},
 		{
-			name: "gRPC over TLS (not implemented)",
+			name: "gRPC mode unknown",
 			pod: `{"metadata":{"name":"p",` + opted + `},"spec":{"containers":[{"name":"main","image":"busybox",
-				"livenessProbe":{"grpc":{"port":9090,"mode":"TLS"}}}]}}`,
-			want: []string{"spec.containers[0].livenessProbe.grpc.mode", "probeshim does not implement gRPC probes over TLS"},
+				"livenessProbe":{"grpc":{"port":9090,"mode":"mTLS"}}}]}}`,
+			want: []string{"spec.containers[0].livenessProbe.grpc.mode", `supported values: "Plaintext", "TLS"`},
 		},
 		{
 			name: "terminationGracePeriodSeconds 0 (the kubelet refuses it on liveness probes)",

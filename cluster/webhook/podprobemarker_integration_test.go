@@ -78,9 +78,12 @@ func TestPodProbeMarkerValidationTable(t *testing.T) {
 		{"negative terminationGracePeriodSeconds", func(m *v1alpha1.PodProbeMarker) {
 			m.Spec.Probes[0].Probe.TerminationGracePeriodSeconds = ptr.To[int64](-1)
 		}, p0 + ".probe.terminationGracePeriodSeconds", true},
-		{"HTTP/2 probe", httpGet(func(h *corev1.HTTPGetAction) { h.Protocol = ptr.To(corev1.HTTPProtocolHTTP2) }), p0 + ".probe.httpGet.protocol", true},
-		{"gRPC over TLS", func(m *v1alpha1.PodProbeMarker) {
-			m.Spec.Probes[0].Probe.ProbeHandler = corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr.To(corev1.GRPCProbeModeTLS)}}
+		{"HTTP/2 (h2c) with HTTPS", httpGet(func(h *corev1.HTTPGetAction) {
+			h.Protocol, h.Scheme = ptr.To(corev1.HTTPProtocolHTTP2), corev1.URISchemeHTTPS
+		}), p0 + ".probe.httpGet.protocol", true},
+		{"unknown HTTP protocol", httpGet(func(h *corev1.HTTPGetAction) { h.Protocol = ptr.To(corev1.HTTPProtocol("HTTP3")) }), p0 + ".probe.httpGet.protocol", true},
+		{"unknown gRPC mode", func(m *v1alpha1.PodProbeMarker) {
+			m.Spec.Probes[0].Probe.ProbeHandler = corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr.To(corev1.GRPCProbeMode("mTLS"))}}
 		}, p0 + ".probe.grpc.mode", true},
 		{"httpGet URL as path", httpGet(func(h *corev1.HTTPGetAction) { h.Path = "http://evil.example/x" }), p0 + ".probe.httpGet.path", true},
 		{"duplicate probe name", func(m *v1alpha1.PodProbeMarker) { secondProbe(m).Name = "idle" }, "spec.probes[1]", false},

@@ -76,6 +76,7 @@ func TestCluster(t *testing.T) {
 		t.Run("tcpSocket probe", s.testTCP)
 		t.Run("httpGet probe", s.testHTTP)
 		t.Run("hostNetwork loopback", s.testHostNetworkLoopback)
+		t.Run("h2c and gRPC TLS probes", s.testNewProbeModes)
 		t.Run("message changes while the state does not", s.testMessageOnly)
 		t.Run("startup probe holds the marker's probes", s.testStartupHold)
 		t.Run("scaling keeps NodePodProbe exact", s.testScale)
@@ -203,6 +204,49 @@ func (s *suite) testHostNetworkLoopback(t *testing.T) {
 	s.waitPod(t, pod, "healthy", waitMarks, condIs("agent.example.com/admin", corev1.ConditionTrue, ""))
 	s.exec(t, ns, pod.Name, "web", "localhttp-server", "set", "-listen", fmt.Sprintf("127.0.0.1:%d", port), "503")
 	s.waitPod(t, pod, "unhealthy", waitMarks, condIs("agent.example.com/admin", corev1.ConditionFalse, "503"))
+}
+
+// The kubelet's v1.37 probe modes on a marker: an httpGet probe with protocol HTTP2 reads a server
+// that speaks h2c only, a grpc probe with mode TLS a gRPC server with a self-signed certificate;
+// both True. The mode matters: the same HTTP2 probe of the pod's HTTP/1.1-only server, and a
+// plaintext grpc probe of the TLS server, read False (the prober's Failure) and say why.
+func (s *suite) testNewProbeModes(t *testing.T) {
+	t.Parallel()
+	ns := s.c.Namespace(t)
+	pod := s.runPod(t, ns, "modes", map[string]string{"app": "modes"},
+		framework.Command("h2c", "localhttp-server", "-h2c", "-listen", ":8080"),
+		framework.Command("h1", "localhttp-server", "-listen", ":8081"),
+		framework.Command("grpc", "grpc-health-server", "-tls", "-listen", ":9090"))
+	h2 := corev1.HTTPProtocolHTTP2
+	tlsMode := corev1.GRPCProbeModeTLS
+	modeProbe := func(name, ctr string, h corev1.ProbeHandler) v1alpha1.PodContainerProbe {
+		return v1alpha1.PodContainerProbe{Name: name, ContainerName: ctr, PodConditionType: "modes.example.com/" + name, Probe: probe(h)}
+	}
+	s.createMarker(t, newMarker(ns, "modes", map[string]string{"app": "modes"},
+		modeProbe("h2c", "h2c", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080), Protocol: &h2}}),
+		modeProbe("grpc-tls", "grpc", corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: &tlsMode}}),
+		modeProbe("h2c-of-h1", "h1", corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8081), Protocol: &h2}}),
+		modeProbe("plain-of-tls", "grpc", corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090}}),
+	))
+	s.waitPod(t, pod, "modes read", waitMarks, all(
+		condIs("modes.example.com/h2c", corev1.ConditionTrue, ""),
+		condIs("modes.example.com/grpc-tls", corev1.ConditionTrue, ""),
+		condIs("modes.example.com/h2c-of-h1", corev1.ConditionFalse, "HTTP/2 over cleartext (h2c, prior knowledge) failed"),
+		condIs("modes.example.com/plain-of-tls", corev1.ConditionFalse, "error: failed to connect service at"),
+	))
+	// The h2c server logs the protocol of each request: the probe spoke HTTP/2.
+	logs, err := s.c.Kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "h2c"}).DoRaw(framework.Context(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logs), "GET /healthz") || !strings.Contains(string(logs), "proto=HTTP/2.0") {
+		t.Errorf("the h2c server's log shows no HTTP/2 probe:\n%s", logs)
+	}
+	// The h2c probe follows the server's status, as an HTTP/1.1 probe does.
+	s.exec(t, ns, pod.Name, "h2c", "localhttp-server", "set", "-h2c", "-listen", "127.0.0.1:8080", "503")
+	s.waitCondition(t, pod, "modes.example.com/h2c", corev1.ConditionFalse, "HTTP probe failed with statuscode: 503")
+	s.exec(t, ns, pod.Name, "grpc", "grpc-health-server", "set", "NOT_SERVING")
+	s.waitCondition(t, pod, "modes.example.com/grpc-tls", corev1.ConditionFalse, "NOT_SERVING")
 }
 
 // A probe whose output changes while it keeps succeeding: the condition's message follows, its

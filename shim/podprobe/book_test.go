@@ -191,18 +191,21 @@ func TestDesiredRefusesProbesAimedAwayFromThePod(t *testing.T) {
 			// A Host header only sets the header: the probe still goes to the pod, so it runs.
 			{Name: "m#hdr", ContainerName: "c", Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80),
 				HTTPHeaders: []corev1.HTTPHeader{{Name: "Host", Value: "metadata.internal"}}}})},
+			// h2c runs; h2c over HTTPS is refused, as by the kubelet.
 			{Name: "m#h2", ContainerName: "c", Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80),
 				Protocol: ptr.To(corev1.HTTPProtocolHTTP2)}})},
+			{Name: "m#h2s", ContainerName: "c", Probe: probe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80),
+				Scheme: corev1.URISchemeHTTPS, Protocol: ptr.To(corev1.HTTPProtocolHTTP2)}})},
 			{Name: v1alpha1.LivenessProbeName("c"), ContainerName: "c", Probe: probe(corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}})},
 		},
 	}}}
 	run, refused := desiredFromSpec(spec)
-	if len(run) != 3 || run[0].Key.Probe != "m#ok" || run[0].ProbeType != probeTypeCustom || run[1].Key.Probe != "m#hdr" ||
-		run[2].ProbeType != probeTypeLiveness {
+	if len(run) != 4 || run[0].Key.Probe != "m#ok" || run[0].ProbeType != probeTypeCustom || run[1].Key.Probe != "m#hdr" ||
+		run[2].Key.Probe != "m#h2" || run[3].ProbeType != probeTypeLiveness {
 		t.Fatalf("run = %+v", run)
 	}
 	if len(refused) != 2 {
-		t.Fatalf("refused = %+v, want the host field and the HTTP/2 probe (not implemented, never run as HTTP/1)", refused)
+		t.Fatalf("refused = %+v, want the host field and HTTP/2 over HTTPS (h2c only, as the kubelet)", refused)
 	}
 	for _, r := range refused {
 		if !strings.Contains(r.reason, "refused") || !strings.Contains(r.reason, "spec.podProbes[0].probes[") {

@@ -98,7 +98,7 @@ func ValidatePreStop(h *v1alpha1.ProbeHandler, podIP string, fldPath *field.Path
 	if ph.Exec == nil && ph.HTTPGet == nil && ph.TCPSocket == nil {
 		return field.ErrorList{field.Required(fldPath, "exactly one of exec, httpGet or tcpSocket must be set; omit preStop for none")}
 	}
-	return validateHandler(&ph, fldPath)
+	return append(validateHandler(&ph, fldPath), refuseHookProtocol(ph.HTTPGet, fldPath)...)
 }
 
 // ValidatePodPreStop checks a pod's own preStop hook the node service is to run: what
@@ -110,7 +110,7 @@ func ValidatePodPreStop(h *v1alpha1.ProbeHandler, fldPath *field.Path) field.Err
 	if ph.Exec == nil && ph.HTTPGet == nil && ph.TCPSocket == nil {
 		return field.ErrorList{field.Required(fldPath, "exactly one of exec, httpGet or tcpSocket must be set; omit preStop for none")}
 	}
-	return capBadValues(validateHandlerTargets(&ph, fldPath))
+	return capBadValues(append(validateHandlerTargets(&ph, fldPath), refuseHookProtocol(ph.HTTPGet, fldPath)...))
 }
 
 var supportedProtocols = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP}

@@ -106,6 +106,10 @@ func TestValidateContainerRecreateRequest(t *testing.T) {
 		{name: "preStop Host header naming a virtual host", mutate: func(c *v1alpha1.ContainerRecreateRequest) {
 			c.Spec.Containers[0].PreStop.HTTPGet.HTTPHeaders[0].Value = "shutdown.example.com"
 		}},
+		{name: "preStop h2c", mutate: func(c *v1alpha1.ContainerRecreateRequest) {
+			h2 := corev1.HTTPProtocolHTTP2
+			c.Spec.Containers[0].PreStop.HTTPGet.Protocol = &h2
+		}, want: []wantErr{forbidden("spec.containers[0].preStop.httpGet.protocol", "the kubelet runs lifecycle hooks over HTTP/1.1")}},
 		{name: "preStop path without a slash", mutate: func(c *v1alpha1.ContainerRecreateRequest) { c.Spec.Containers[0].PreStop.HTTPGet.Path = "shutdown" }},
 		{name: "preStop Host header with user info", mutate: func(c *v1alpha1.ContainerRecreateRequest) {
 			c.Spec.Containers[0].PreStop.HTTPGet.HTTPHeaders[0].Value = "a@example.com"

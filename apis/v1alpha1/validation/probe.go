@@ -42,8 +42,9 @@ type ProbeOptions struct {
 // header may name any host (a virtual host of the pod's server), as with the kubelet: it only sets
 // the header, never where the probe connects.
 //
-// Fields of the v1.37 probe that probeshim does not implement (httpGet.protocol HTTP2, grpc.mode
-// TLS) are refused: accepting and ignoring them would probe something else than the user asked.
+// The v1.37 probe modes (httpGet.protocol HTTP2, h2c; grpc.mode TLS) are accepted as the kubelet
+// accepts them behind its gates; unknown values are refused: ignoring them would probe something
+// else than the user asked.
 func ValidateProbe(probe *corev1.Probe, opts ProbeOptions, fldPath *field.Path) field.ErrorList {
 	if probe == nil {
 		return field.ErrorList{field.Required(fldPath, "a probe is required")}
@@ -174,11 +175,38 @@ func validateHTTPGet(get *corev1.HTTPGetAction, fldPath *field.Path) field.Error
 				"a Host header must be a host name or IP address, optionally with a port (1-65535), e.g. app.example.com:8080"))
 		}
 	}
-	if pr := get.Protocol; pr != nil && *pr != corev1.HTTPProtocolHTTP1 {
-		errs = append(errs, field.NotSupported(fldPath.Child("protocol"), *pr, []corev1.HTTPProtocol{corev1.HTTPProtocolHTTP1}))
-		errs[len(errs)-1].Detail += "; probeshim does not implement HTTP/2 (h2c) probes: leave protocol unset or use a tcpSocket or grpc probe"
+	return append(errs, validateHTTPProtocol(get, fldPath)...)
+}
+
+// validateHTTPProtocol accepts what the kubelet's H2CContainerProbe accepts: HTTP2 is h2c, HTTP
+// only, and with no host (the kubelet refuses both).
+func validateHTTPProtocol(get *corev1.HTTPGetAction, fldPath *field.Path) field.ErrorList {
+	pr := get.Protocol
+	switch {
+	case pr == nil || *pr == corev1.HTTPProtocolHTTP1:
+		return nil
+	case *pr != corev1.HTTPProtocolHTTP2:
+		return field.ErrorList{field.NotSupported(fldPath.Child("protocol"), *pr,
+			[]corev1.HTTPProtocol{corev1.HTTPProtocolHTTP1, corev1.HTTPProtocolHTTP2})}
+	case strings.EqualFold(string(get.Scheme), string(corev1.URISchemeHTTPS)):
+		return field.ErrorList{field.Invalid(fldPath.Child("protocol"), *pr,
+			"HTTP2 is HTTP/2 over cleartext (h2c) and needs scheme HTTP, as with the kubelet; an HTTPS probe negotiates HTTP/2 by itself: leave protocol unset")}
+	case get.Host != "":
+		return field.ErrorList{field.Invalid(fldPath.Child("host"), get.Host,
+			`must be empty when protocol is "HTTP2", as with the kubelet`)}
 	}
-	return errs
+	return nil
+}
+
+// refuseHookProtocol refuses protocol HTTP2 on a preStop hook: the kubelet runs lifecycle hooks
+// over HTTP/1.1 whatever protocol says, so running it over h2c would differ from the kubelet and
+// running it over HTTP/1.1 would be something else than asked.
+func refuseHookProtocol(get *corev1.HTTPGetAction, fldPath *field.Path) field.ErrorList {
+	if get == nil || get.Protocol == nil || *get.Protocol != corev1.HTTPProtocolHTTP2 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(fldPath.Child("httpGet", "protocol"),
+		"HTTP2 (h2c) is for probes: the kubelet runs lifecycle hooks over HTTP/1.1; leave protocol unset")}
 }
 
 // validHostHeader reports whether value is a Host header value: an IP address or a host name
@@ -217,9 +245,8 @@ func validateTCPSocket(tcp *corev1.TCPSocketAction, fldPath *field.Path) field.E
 }
 
 func validateGRPC(g *corev1.GRPCAction, fldPath *field.Path) field.ErrorList {
-	if m := g.Mode; m != nil && *m != corev1.GRPCProbeModePlaintext {
-		e := field.NotSupported(fldPath.Child("mode"), *m, []corev1.GRPCProbeMode{corev1.GRPCProbeModePlaintext})
-		e.Detail += "; probeshim does not implement gRPC probes over TLS: leave mode unset or use an httpGet probe with scheme HTTPS"
+	if m := g.Mode; m != nil && *m != corev1.GRPCProbeModePlaintext && *m != corev1.GRPCProbeModeTLS {
+		e := field.NotSupported(fldPath.Child("mode"), *m, []corev1.GRPCProbeMode{corev1.GRPCProbeModePlaintext, corev1.GRPCProbeModeTLS})
 		return append(field.ErrorList{e}, validateGRPCPort(g, fldPath)...)
 	}
 	return validateGRPCPort(g, fldPath)

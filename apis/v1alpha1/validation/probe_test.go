@@ -117,12 +117,23 @@ func TestValidateProbe(t *testing.T) {
 		{name: "Host with a path", probe: httpProbe("/", port(80), hostHeader("example.com/x")), want: []wantErr{
 			invalid("probe.httpGet.httpHeaders[0].value", "a Host header must be")}},
 
-		// v1.37 fields probeshim does not implement are refused, never ignored.
-		{name: "HTTP/2", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Protocol = ptr(corev1.HTTPProtocolHTTP2) }), want: []wantErr{
-			notSupported("probe.httpGet.protocol", "probeshim does not implement HTTP/2 (h2c) probes")}},
+		// v1.37 probe modes: accepted as the kubelet accepts them; unknown values are refused.
+		{name: "HTTP/2 (h2c)", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Protocol = ptr(corev1.HTTPProtocolHTTP2) })},
+		{name: "HTTP/2 with scheme http", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) {
+			p.HTTPGet.Protocol, p.HTTPGet.Scheme = ptr(corev1.HTTPProtocolHTTP2), "http"
+		})},
+		{name: "HTTP/2 with HTTPS", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) {
+			p.HTTPGet.Protocol, p.HTTPGet.Scheme = ptr(corev1.HTTPProtocolHTTP2), "HTTPS"
+		}), want: []wantErr{invalid("probe.httpGet.protocol", "HTTP2 is HTTP/2 over cleartext (h2c) and needs scheme HTTP")}},
+		{name: "HTTP/2 with a host", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) {
+			p.HTTPGet.Protocol, p.HTTPGet.Host = ptr(corev1.HTTPProtocolHTTP2), "localhost"
+		}), want: []wantErr{invalid("probe.httpGet.host", `must be empty when protocol is "HTTP2"`)}},
+		{name: "HTTP protocol unknown", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Protocol = ptr(corev1.HTTPProtocol("HTTP3")) }), want: []wantErr{
+			notSupported("probe.httpGet.protocol", `supported values: "HTTP1", "HTTP2"`)}},
 		{name: "HTTP1 explicitly", probe: with(httpProbe("/", port(80)), func(p *corev1.Probe) { p.HTTPGet.Protocol = ptr(corev1.HTTPProtocolHTTP1) })},
-		{name: "gRPC TLS", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr(corev1.GRPCProbeModeTLS)}}}, want: []wantErr{
-			notSupported("probe.grpc.mode", "probeshim does not implement gRPC probes over TLS")}},
+		{name: "gRPC TLS", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr(corev1.GRPCProbeModeTLS)}}}},
+		{name: "gRPC mode unknown", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr(corev1.GRPCProbeMode("mTLS"))}}}, want: []wantErr{
+			notSupported("probe.grpc.mode", `supported values: "Plaintext", "TLS"`)}},
 		{name: "gRPC Plaintext explicitly", probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9090, Mode: ptr(corev1.GRPCProbeModePlaintext)}}}},
 
 		// Ports.

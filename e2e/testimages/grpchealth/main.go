@@ -3,25 +3,37 @@
 // Command grpc-health-server serves the standard gRPC health service
 // (grpc.health.v1.Health) with a status that a test can switch while it runs.
 //
-//	grpc-health-server [-listen :9090] [-control 127.0.0.1:9091] [-status SERVING]
+//	grpc-health-server [-listen :9090] [-control 127.0.0.1:9091] [-status SERVING] [-tls]
 //	grpc-health-server set [-control 127.0.0.1:9091] [-service NAME] STATUS
 //
 // The control endpoint (HTTP, loopback only) takes GET /set?service=NAME&status=STATUS;
 // STATUS is SERVING, NOT_SERVING or UNKNOWN; a service name never set answers
 // NotFound. The "set" form calls it, for `kubectl exec`.
+//
+// With -tls the gRPC port serves TLS only, with a self-signed certificate
+// made at start (a probe must not verify it); the control endpoint stays HTTP.
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -37,6 +49,7 @@ func main() {
 	listen := flag.String("listen", ":9090", "gRPC address")
 	control := flag.String("control", "127.0.0.1:9091", "HTTP control address")
 	status := flag.String("status", "SERVING", "initial status of the overall service (\"\")")
+	useTLS := flag.Bool("tls", false, "serve gRPC over TLS with a self-signed certificate")
 	flag.Parse()
 
 	hs := health.NewServer()
@@ -68,9 +81,17 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if *useTLS {
+		cert, err := selfSigned()
+		if err != nil {
+			log.Fatal(err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+	srv := grpc.NewServer(opts...)
 	healthpb.RegisterHealthServer(srv, hs)
-	log.Printf("gRPC health on %s (status %s), control on %s", gl.Addr(), *status, cl.Addr())
+	log.Printf("gRPC health on %s (status %s, TLS %v), control on %s", gl.Addr(), *status, *useTLS, cl.Addr())
 	log.Fatal(srv.Serve(gl))
 }
 
@@ -93,4 +114,26 @@ func set(args []string) error {
 	}
 	fmt.Print(string(body))
 	return nil
+}
+
+// selfSigned is a fresh certificate that names nothing in particular: a
+// probe of it checks liveness, not identity.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "grpc-health-server"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }

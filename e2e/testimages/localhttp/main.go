@@ -4,13 +4,18 @@
 // loopback, so that only a probe run inside the pod's network namespace can
 // reach it.
 //
-//	localhttp-server [-listen 127.0.0.1:8080] [-code 200]
-//	localhttp-server set [-listen 127.0.0.1:8080] CODE
+//	localhttp-server [-listen 127.0.0.1:8080] [-code 200] [-h2c]
+//	localhttp-server set [-listen 127.0.0.1:8080] [-h2c] CODE
 //	localhttp-server -hostile header|body|drip [-listen ...] [-header-size 8388608]
 //
 // Every path but /set answers with the current status code and a line that
 // names the request (method, path, Host header), so a test can see what a
 // probe sent. GET /set?code=N switches the code; the "set" form calls it.
+// Every answer carries the request's protocol in X-Proto.
+//
+// With -h2c it speaks HTTP/2 over cleartext with prior knowledge (h2c) and
+// nothing else, so an HTTP/1.1 request fails: a probe that succeeds spoke
+// HTTP/2. Its answer line ends with " proto=HTTP/2.0".
 //
 // With -hostile it is instead a server that attacks its client, for the
 // node service's resource limits: it writes raw HTTP/1.1 without looking at
@@ -45,6 +50,7 @@ func main() {
 	code := flag.Int("code", http.StatusOK, "initial status code")
 	hostile := flag.String("hostile", "", "header, body or drip: attack the client instead")
 	headerSize := flag.Int("header-size", 8<<20, "size of the -hostile header response header")
+	h2c := flag.Bool("h2c", false, "speak HTTP/2 over cleartext (prior knowledge) only")
 	flag.Parse()
 	if *hostile != "" {
 		log.Fatal(serveHostile(*listen, *hostile, *headerSize))
@@ -69,26 +75,50 @@ func main() {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c := int(current.Load())
-		log.Printf("%s %s host=%q ua=%q -> %d", r.Method, r.URL.Path, r.Host, r.UserAgent(), c)
+		proto := ""
+		if *h2c {
+			proto = " proto=" + r.Proto
+		}
+		log.Printf("%s %s host=%q ua=%q -> %d%s", r.Method, r.URL.Path, r.Host, r.UserAgent(), c, proto)
 		w.WriteHeader(c)
-		fmt.Fprintf(w, "%d %s %s host=%s\n", c, r.Method, r.URL.Path, r.Host)
+		fmt.Fprintf(w, "%d %s %s host=%s%s\n", c, r.Method, r.URL.Path, r.Host, proto)
+	})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Proto", r.Proto)
+		mux.ServeHTTP(w, r)
 	})
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("listening on %s, answering %d", ln.Addr(), *code)
-	log.Fatal(http.Serve(ln, mux))
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: time.Minute}
+	if *h2c {
+		srv.Protocols = h2cOnly()
+	}
+	log.Printf("listening on %s, answering %d, h2c %v", ln.Addr(), *code, *h2c)
+	log.Fatal(srv.Serve(ln))
+}
+
+// h2cOnly is HTTP/2 over cleartext with prior knowledge, and nothing else.
+func h2cOnly() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 func set(args []string) error {
 	fs := flag.NewFlagSet("set", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "the server's address")
+	h2c := fs.Bool("h2c", false, "the server speaks h2c only")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
-		return fmt.Errorf("usage: localhttp-server set CODE")
+		return fmt.Errorf("usage: localhttp-server set [-h2c] CODE")
 	}
-	resp, err := http.Get("http://" + *listen + "/set?code=" + fs.Arg(0))
+	client := http.DefaultClient
+	if *h2c {
+		client = &http.Client{Transport: &http.Transport{Protocols: h2cOnly()}}
+	}
+	resp, err := client.Get("http://" + *listen + "/set?code=" + fs.Arg(0))
 	if err != nil {
 		return err
 	}
