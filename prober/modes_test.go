@@ -4,16 +4,10 @@ package prober
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"strconv"
@@ -28,6 +22,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 // h2cTarget is a loopback server that speaks HTTP/2 over cleartext with prior
@@ -190,27 +186,11 @@ func TestH2CThroughEngine(t *testing.T) {
 	}
 }
 
-// selfSigned is a throwaway certificate for 127.0.0.1.
+// selfSigned is a throwaway server certificate: the probes do not verify it.
 func selfSigned(t *testing.T) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "probe-target"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	leaf := testpki.NewCA(t).Issue(t, testpki.Leaf{CN: "probe-target", DNS: []string{"localhost"}})
+	return tls.Certificate{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key}
 }
 
 // SEMANTICS gRPC TLS: mode TLS speaks TLS without verifying the certificate
