@@ -25,6 +25,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	// them run at once (the default is GOMAXPROCS, 2 here). -parallel on the command line wins.
 	_ = flag.Set("test.parallel", "16")
 	logf.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
-	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(Image()))
+	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(append([]rig.Image{Image()}, exampleImages()...)...))
 }
 
 // Names used by the scenarios.
@@ -88,6 +89,7 @@ func TestCluster(t *testing.T) {
 		t.Run("exec-free probe reads the file", s.testExecFree)
 		t.Run("exec-free probe reads as the container user", s.testExecFreeUser)
 		t.Run("exec-free probe has the container's capabilities only", s.testExecFreePrivileges)
+		t.Run("docs examples", s.testExamples)
 	})
 
 	CheckNoPanics(t, c, s.svc)
