@@ -14,7 +14,7 @@ INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " 
 	grep -v -e '/e2e' | grep -E ' .*(internal/kubebin|cluster/internal/testenv|controller-runtime/pkg/envtest)' | cut -d' ' -f1)
 # The package tests: build the .deb and .rpm, boot systemd containers (root, about a minute).
 PACKAGE_TEST_PKGS = ./packaging ./hack/release
-PACKAGE_TEST_TIMEOUT ?= 20m
+PACKAGE_TEST_TIMEOUT ?= 40m
 # Real-component suites: each package is one test binary that brings up one rig.
 E2E_PKGS ?= ./e2e/...
 # The test matrix (docs/install/node.md, "Supported versions"; e2e/rowenv.sh builds a row, e2e/rig/row.go names them):
