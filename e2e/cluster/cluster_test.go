@@ -25,7 +25,6 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) {
 	// them run at once (the default is GOMAXPROCS, 2 here). -parallel on the command line wins.
 	_ = flag.Set("test.parallel", "16")
 	logf.SetLogger(logr.Discard()) // the framework's clients log nothing worth reading
-	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(append([]rig.Image{Image()}, exampleImages()...)...))
+	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(Image()))
 }
 
 // Names used by the scenarios.
@@ -89,7 +88,6 @@ func TestCluster(t *testing.T) {
 		t.Run("exec-free probe reads the file", s.testExecFree)
 		t.Run("exec-free probe reads as the container user", s.testExecFreeUser)
 		t.Run("exec-free probe has the container's capabilities only", s.testExecFreePrivileges)
-		t.Run("docs examples", s.testExamples)
 	})
 
 	CheckNoPanics(t, c, s.svc)
