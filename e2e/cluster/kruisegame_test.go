@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -100,13 +101,18 @@ func (s *suite) testKruiseGame(t *testing.T) {
 	s.waitPod(t, pods[0], "healthy=False with the output", 2*waitMarks, condIs("game.kruise.io/healthy", corev1.ConditionFalse, "WaitToBeDeleted"))
 
 	// kruise-game updates its marker when the GameServerSet changes; the status catches up.
+	// It retries on a conflict, as a controller's reconcile does: probeshim writes the marker's
+	// result-count annotations, which moves its resourceVersion between a Get and an Update.
 	editAs := func(edit func(*v1alpha1.PodProbeMarker)) {
-		cur := &v1alpha1.PodProbeMarker{}
-		if err := game.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
-			t.Fatal(err)
-		}
-		edit(cur)
-		if err := game.Update(ctx, cur); err != nil {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &v1alpha1.PodProbeMarker{}
+			if err := game.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
+				return err
+			}
+			edit(cur)
+			return game.Update(ctx, cur)
+		})
+		if err != nil {
 			t.Fatalf("kruise-game's update refused: %v", err)
 		}
 	}
