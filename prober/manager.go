@@ -515,6 +515,9 @@ func (m *Manager) runner(p *pool, j job) {
 		m.runWorker(p, j)
 		m.mu.Lock()
 		p.done(j)
+		// Done only now: whoever waits on inflight then reads a pool
+		// that counts this job no more.
+		m.inflight.Done()
 		if next, ok := p.queue.pop(p.mayRun, p.runningIn); ok {
 			p.take(next)
 			m.mu.Unlock()
@@ -596,7 +599,6 @@ func (q *fairQueue) pop(mayRun func(namespace string) bool, running func(namespa
 }
 
 func (m *Manager) runWorker(p *pool, j job) {
-	defer m.inflight.Done()
 	w := j.w
 	s := runStart{late: m.clock.Since(j.sched)}
 	p.delay.observe(s.late)
