@@ -40,14 +40,19 @@ func StartedChanged() predicate.Predicate {
 	}}
 }
 
-// startupHeld maps the names of pod's containers that have a startup probe to StartupHeld.
+// startupHeld maps the names of pod's containers that have a startup probe to StartupHeld; nil
+// (no allocation: this runs on every pod update) when none has one.
 func startupHeld(pod *corev1.Pod) map[string]bool {
-	out := map[string]bool{}
+	var out map[string]bool
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			if list[i].StartupProbe != nil {
-				out[list[i].Name] = StartupHeld(pod, &list[i])
+			if list[i].StartupProbe == nil {
+				continue
 			}
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[list[i].Name] = StartupHeld(pod, &list[i])
 		}
 	}
 	return out

@@ -42,3 +42,14 @@ func TestStartedChanged(t *testing.T) {
 		t.Error("a container without a startup probe is held")
 	}
 }
+
+// The predicate runs on every pod update of two controllers; pods without a startup probe, most of
+// them, must cost no allocation.
+func TestStartedChangedWithoutStartupProbesAllocatesNothing(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}, {Name: "sidecar"}}}}
+	e := event.UpdateEvent{ObjectOld: pod, ObjectNew: pod.DeepCopy()}
+	p := StartedChanged()
+	if n := testing.AllocsPerRun(100, func() { p.Update(e) }); n != 0 {
+		t.Errorf("%v allocations per update, want 0", n)
+	}
+}
