@@ -5,6 +5,8 @@
 //
 //   - probeshim_<version>_linux_<arch>.tar.gz: the three binaries, LICENSE and README.md;
 //   - the node service's .deb and .rpm (packaging/build.sh);
+//   - kubectl-probeshim_<os>_<arch>.tar.gz (.zip on Windows), the kubectl plugin for linux, darwin
+//     and windows, and probeshim.yaml, its krew manifest naming those archives and their digests;
 //   - probeshim-cluster-<tag>.oci.tar, the image index as an OCI layout (hack/image);
 //   - the Helm chart, when the Makefile has a chart target (see chart);
 //   - <artifact>.cdx.json, a CycloneDX SBOM per archive, package and image (cyclonedx-gomod);
@@ -76,20 +78,22 @@ var debPaths = map[string]string{
 const defaultRepoURL = "https://probeshim.example.invalid/repo"
 
 type options struct {
-	root       string // the repository
-	out        string // the release folder; "" for dist/release/<version>
-	keyFile    string
-	passphrase string
-	repoURL    string
-	pushTo     string // push the image index under this registry; "" for a dry run
-	insecure   bool
-	report     io.Writer // the list of files written
+	root        string // the repository
+	out         string // the release folder; "" for dist/release/<version>
+	keyFile     string
+	passphrase  string
+	repoURL     string
+	downloadURL string // where the release's files are downloaded from, before the version (the krew manifest's)
+	pushTo      string // push the image index under this registry; "" for a dry run
+	insecure    bool
+	report      io.Writer // the list of files written
 }
 
 func main() {
 	o := options{keyFile: os.Getenv("PROBESHIM_RELEASE_KEY"), passphrase: os.Getenv("PROBESHIM_RELEASE_KEY_PASSPHRASE"), report: os.Stdout}
 	flag.StringVar(&o.out, "out", "", "release folder (default dist/release/<version>)")
 	flag.StringVar(&o.repoURL, "repo-url", defaultRepoURL, "where the apt and dnf repositories (repo/) will be served, for the sources and .repo files")
+	flag.StringVar(&o.downloadURL, "download-url", defaultDownloadURL, "where the release's files will be downloaded from, before the version, for the krew manifest")
 	flag.StringVar(&o.pushTo, "publish", "", "push the image index to <registry>/probeshim-cluster:<tag> after the build, e.g. registry.example/probeshim")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP")
 	flag.Parse()
@@ -112,9 +116,15 @@ type artifact struct {
 	bins []archBinary
 }
 
+// archBinary is a binary built for one platform.
 type archBinary struct {
 	binary
-	arch string
+	platform ociimage.Platform
+}
+
+// linux is b built for linux/arch, as the node's and the cluster's binaries are.
+func linux(b binary, arch string) archBinary {
+	return archBinary{b, ociimage.Platform{OS: "linux", Arch: arch}}
 }
 
 // release builds the whole release into o.out; see the package comment. Each step writes into
@@ -134,6 +144,7 @@ func release(ctx context.Context, o options) error {
 		{"packages", r.packages},
 		{"image", r.image},
 		{"archives", r.archives},
+		{"kubectl plugin", r.plugin},
 		{"chart", r.chart},
 		{"SBOMs", r.sboms},
 		{"changelog and SHA256SUMS", r.sums},
@@ -152,14 +163,17 @@ func release(ctx context.Context, o options) error {
 // build is one release in the making.
 type build struct {
 	options
-	git       ociimage.Git
-	out, tmp  string
-	signer    *signer
-	debs      []string // the node service's packages, in out
-	rpms      []string
-	imageDist string     // hack/image's output folder (the OCI layout)
-	imageTar  string     // the image's artifact, in out
-	artifacts []artifact // what gets an SBOM and a signature
+	git ociimage.Git
+	// modVersion is the main module's version (goModuleVersion): semver, as the SBOMs and the
+	// krew manifest need it.
+	modVersion string
+	out, tmp   string
+	signer     *signer
+	debs       []string // the node service's packages, in out
+	rpms       []string
+	imageDist  string     // hack/image's output folder (the OCI layout)
+	imageTar   string     // the image's artifact, in out
+	artifacts  []artifact // what gets an SBOM and a signature
 }
 
 func newBuild(ctx context.Context, o options) (*build, error) {
@@ -181,6 +195,12 @@ func newBuild(ctx context.Context, o options) (*build, error) {
 		return nil, err
 	}
 	r := &build{options: o, git: g, out: o.out}
+	if r.modVersion, err = goModuleVersion(ctx, o.root, g); err != nil {
+		return nil, err
+	}
+	if r.downloadURL == "" {
+		r.downloadURL = defaultDownloadURL
+	}
 	if r.out == "" {
 		r.out = filepath.Join(o.root, "dist", "release", g.Version)
 	}
@@ -263,7 +283,7 @@ func (r *build) archives(_ context.Context) error {
 				return err
 			}
 			files = append(files, tarFile{name: b.name, mode: 0o755, src: p})
-			a.bins = append(a.bins, archBinary{b, arch})
+			a.bins = append(a.bins, linux(b, arch))
 		}
 		for _, doc := range []string{"LICENSE", "README.md"} {
 			if _, err := os.Stat(filepath.Join(r.root, doc)); err == nil {
@@ -278,12 +298,12 @@ func (r *build) archives(_ context.Context) error {
 	for _, arch := range arches {
 		for _, pkg := range []string{findArch(r.debs, "_"+arch+".deb"), findArch(r.rpms, "."+rpmArches[arch]+".rpm")} {
 			r.artifacts = append(r.artifacts, artifact{path: pkg, typ: cdx.ComponentTypeFile,
-				bins: []archBinary{{node, arch}, {metrics, arch}}})
+				bins: []archBinary{linux(node, arch), linux(metrics, arch)}})
 		}
 	}
 	image := artifact{path: r.imageTar, typ: cdx.ComponentTypeContainer}
 	for _, arch := range arches {
-		image.bins = append(image.bins, archBinary{cluster, arch})
+		image.bins = append(image.bins, linux(cluster, arch))
 	}
 	r.artifacts = append(r.artifacts, image)
 	return nil
@@ -309,11 +329,7 @@ func (r *build) chart(ctx context.Context) error {
 
 // sboms writes <artifact>.cdx.json for every artifact that ships binaries.
 func (r *build) sboms(ctx context.Context) error {
-	modVersion, err := goModuleVersion(ctx, r.root, r.git)
-	if err != nil {
-		return err
-	}
-	gen, err := newSBOMGen(ctx, r.root, r.tmp, modVersion)
+	gen, err := newSBOMGen(ctx, r.root, r.tmp, r.modVersion)
 	if err != nil {
 		return err
 	}
@@ -323,7 +339,7 @@ func (r *build) sboms(ctx context.Context) error {
 		}
 		var apps []*cdx.BOM
 		for _, b := range a.bins {
-			bom, err := gen.app(ctx, b.pkg, b.arch, modVersion)
+			bom, err := gen.app(ctx, b.pkg, b.platform, r.modVersion)
 			if err != nil {
 				return err
 			}

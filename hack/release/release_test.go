@@ -15,7 +15,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,6 +28,10 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"golang.org/x/mod/semver"
+	"sigs.k8s.io/yaml"
+
+	"github.com/probeshim/probeshim/internal/ociimage"
 )
 
 // epoch stands for the commit's time: in the past, as a commit's is (verifying a signature made
@@ -340,10 +346,12 @@ func TestReleaseTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var archives, debs, rpms []string
+	var archives, pluginArchives, debs, rpms []string
 	for name := range a {
 		switch {
 		case strings.Contains(name, "/"):
+		case strings.HasPrefix(name, kubectlPlugin.name+"_") && !strings.HasSuffix(name, ".asc") && !strings.HasSuffix(name, ".cdx.json"):
+			pluginArchives = append(pluginArchives, name)
 		case strings.HasSuffix(name, ".tar.gz"):
 			archives = append(archives, name)
 		case strings.HasSuffix(name, ".deb"):
@@ -352,8 +360,8 @@ func TestReleaseTwice(t *testing.T) {
 			rpms = append(rpms, name)
 		}
 	}
-	if len(archives) != 2 || len(debs) != 2 || len(rpms) != 2 {
-		t.Fatalf("archives %v, debs %v, rpms %v: want two of each", archives, debs, rpms)
+	if len(archives) != 2 || len(debs) != 2 || len(rpms) != 2 || len(pluginArchives) != len(pluginPlatforms) {
+		t.Fatalf("archives %v, debs %v, rpms %v: want two of each; plugin archives %v, want %d", archives, debs, rpms, pluginArchives, len(pluginPlatforms))
 	}
 	// Signed: SHA256SUMS, every archive, package and the image.
 	signed := 0
@@ -372,9 +380,10 @@ func TestReleaseTwice(t *testing.T) {
 		verifyDetached(t, pub, data, sig)
 		signed++
 	}
-	if signed != 1+len(archives)+len(debs)+len(rpms)+1+1 {
-		t.Errorf("%d signatures, want SHA256SUMS, 2 archives, 4 packages, the image's and the chart's", signed)
+	if signed != 1+len(archives)+len(debs)+len(rpms)+len(pluginArchives)+1+1 {
+		t.Errorf("%d signatures, want SHA256SUMS, 2 archives, 4 packages, %d plugin archives, the image's and the chart's", signed, len(pluginArchives))
 	}
+	checkKrewManifest(t, out, a)
 	// The archives hold the packages' very binaries.
 	for _, arch := range arches {
 		archive := findArch(archives, "_linux_"+arch+".tar.gz")
@@ -850,5 +859,61 @@ func TestChartHook(t *testing.T) {
 		if err != nil || len(got) != tc.want {
 			t.Errorf("Makefile %q: charts %v, %v; want %d", tc.makefile, got, err, tc.want)
 		}
+	}
+}
+
+// checkKrewManifest checks the release's krew manifest names every plugin archive with its digest
+// (sums: the release's files and their SHA-256), and that the linux/amd64 plugin answers
+// --version with the release's version.
+func checkKrewManifest(t *testing.T, out string, sums map[string]string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(out, krewManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Spec struct {
+			Version   string `json:"version"`
+			Platforms []struct {
+				URI    string `json:"uri"`
+				SHA256 string `json:"sha256"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if !semver.IsValid(m.Spec.Version) || len(m.Spec.Platforms) != len(pluginPlatforms) {
+		t.Fatalf("krew manifest: version %q, %d platforms", m.Spec.Version, len(m.Spec.Platforms))
+	}
+	for _, p := range m.Spec.Platforms {
+		name := path.Base(p.URI)
+		if sums[name] == "" || p.SHA256 != sums[name] || !strings.HasSuffix(path.Dir(p.URI), "/"+m.Spec.Version) {
+			t.Errorf("krew manifest: %s with sha256 %s; the release has %q", p.URI, p.SHA256, sums[name])
+		}
+	}
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		return
+	}
+	f, err := os.Open(filepath.Join(out, pluginArchive(ociimage.Platform{OS: "linux", Arch: "amd64"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, found, err := tarEntry(zr, kubectlPlugin.name)
+	if err != nil || !found {
+		t.Fatalf("%s in its archive: found %v, %v", kubectlPlugin.name, found, err)
+	}
+	p := filepath.Join(t.TempDir(), kubectlPlugin.name)
+	if err := os.WriteFile(p, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command(p, "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(got), os.Getenv("PROBESHIM_VERSION")) {
+		t.Errorf("%s --version: %s (%v), want its version %s", kubectlPlugin.name, got, err, os.Getenv("PROBESHIM_VERSION"))
 	}
 }

@@ -77,15 +77,15 @@ func newSBOMGen(ctx context.Context, root, tmp, moduleVersion string) (*sbomGen,
 	return g, nil
 }
 
-// app returns the SBOM of the main package pkg (e.g. ./shim/cmd/probeshim) built for linux/arch as
-// the release builds it (static), its main component named version.
-func (g *sbomGen) app(ctx context.Context, pkg, arch, version string) (*cdx.BOM, error) {
-	key := pkg + " " + arch
+// app returns the SBOM of the main package pkg (e.g. ./shim/cmd/probeshim) built for p as the
+// release builds it (static), its main component named version.
+func (g *sbomGen) app(ctx context.Context, pkg string, p ociimage.Platform, version string) (*cdx.BOM, error) {
+	key := pkg + " " + p.OS + "_" + p.Arch
 	if b, ok := g.apps[key]; ok {
 		return b, nil
 	}
 	out := filepath.Join(filepath.Dir(g.src), strings.NewReplacer("/", "_", ".", "_").Replace(key)+".json")
-	env := append(hostEnv(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	env := append(hostEnv(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
 	// No serial number, no timestamp: the merged SBOM gets the commit's date (see merge).
 	if _, err := run(ctx, g.src, env, g.tool, "app", "-json", "-noserial", "-notimestamp",
 		"-main", strings.TrimPrefix(pkg, "./"), "-output", out, "."); err != nil {

@@ -49,6 +49,10 @@ const EventReasonKilling = "Killing"
 // kubelet names it.
 const EventReasonFailedPreStopHook = "FailedPreStopHook"
 
+// EventReasonAlreadyRestarted on the pod when a container to recreate restarted on its own after
+// the request was made: that counts as its recreation, and it is not stopped again.
+const EventReasonAlreadyRestarted = "AlreadyRestarted"
+
 const (
 	defaultGrace = 30 * time.Second
 	minGrace     = 2 * time.Second
@@ -92,7 +96,7 @@ type Config struct {
 	// *netns.Network of its own (not the prober's), since the executor calls its Forget when a
 	// pod's requests are done. Default: the host's network (tests).
 	Network prober.Network
-	// Events records Killing and FailedPreStopHook on pods. Optional.
+	// Events records Killing, FailedPreStopHook and AlreadyRestarted on pods. Optional.
 	Events events.Interface
 	Log    logrus.FieldLogger
 	Clock  clock.Clock

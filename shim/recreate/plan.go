@@ -46,6 +46,7 @@ type memory struct {
 	inFlight     bool      // a kill (preStop, then stop) runs now
 	killedID     string    // the instance this process stopped, or found replaced already
 	selfRestart  bool      // killedID was replaced without a kill of ours
+	recreatedAs  string    // the instance that replaced killedID, once it counts as recreated
 	stopErr      string    // why the stop failed
 	resumed      bool      // an interrupted stop was resumed after a restart of the service
 	missingSince time.Time // when the container was first not found on the node
@@ -75,6 +76,15 @@ type decision struct {
 	complete bool
 	message  string    // the request's message when complete
 	wake     time.Time // look again then (zero: only on events)
+	// recreated are the containers that became Succeeded in this evaluation, for the journal and
+	// the pod's events: their states' messages stay empty, as OpenKruise's (clients compare them).
+	recreated []recreation
+}
+
+// recreation is a container recreated as instance id, or found restarted on its own (selfRestart).
+type recreation struct {
+	container, id string
+	selfRestart   bool
 }
 
 // plan evaluates a request that its node works on (Recreating, unready grace over): the state of
@@ -104,6 +114,10 @@ func plan(in input) decision {
 			var wake time.Time
 			st, wantKill[i], wake = evalContainer(in, c, st, strategy)
 			d.wakeAt(wake)
+			if st.Phase == v1alpha1.ContainerRecreateRequestSucceeded {
+				m := in.mem(c.Name)
+				d.recreated = append(d.recreated, recreation{container: c.Name, id: m.recreatedAs, selfRestart: m.selfRestart})
+			}
 		}
 		if st.Phase == v1alpha1.ContainerRecreateRequestFailed && firstFailed == "" {
 			firstFailed = c.Name
@@ -203,7 +217,7 @@ func evalContainer(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v
 			st.Phase = v1alpha1.ContainerRecreateRequestRecreating
 			return st, &killOrder{container: c.Name, target: killed, resume: true}, time.Time{}
 		}
-		return follow(in, c, st, obs, killed, m.selfRestart, strategy)
+		return follow(in, c, st, obs, killed, m, strategy)
 	}
 
 	cur := obs.currentID()
@@ -224,10 +238,10 @@ func evalContainer(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v
 }
 
 // follow is the state of a container whose instance killed was stopped (or replaced): Succeeded
-// once the kubelet reports another instance running (for minStartedSeconds), Failed when that
-// instance exits or the pod does not restart containers.
+// once the kubelet reports another instance running (for minStartedSeconds; m.recreatedAs names
+// it), Failed when that instance exits or the pod does not restart containers.
 func follow(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v1alpha1.ContainerRecreateRequestContainerRecreateState,
-	obs observed, killed string, selfRestart bool, strategy *v1alpha1.ContainerRecreateRequestStrategy) (v1alpha1.ContainerRecreateRequestContainerRecreateState, *killOrder, time.Time) {
+	obs observed, killed string, m *memory, strategy *v1alpha1.ContainerRecreateRequestStrategy) (v1alpha1.ContainerRecreateRequestContainerRecreateState, *killOrder, time.Time) {
 	st.Phase = v1alpha1.ContainerRecreateRequestRecreating
 	api := obs.api
 	if api == nil {
@@ -246,11 +260,8 @@ func follow(in input, c *v1alpha1.ContainerRecreateRequestContainer, st v1alpha1
 				st.Message = fmt.Sprintf("container %s started, waiting for minStartedSeconds (%ds)", shortID(id), strategy.MinStartedSeconds)
 				return st, nil, until
 			}
-			st.Phase = v1alpha1.ContainerRecreateRequestSucceeded
-			st.Message = "recreated as container " + shortID(id)
-			if selfRestart {
-				st.Message = "restarted on its own since the request was made, as container " + shortID(id) + "; not stopped again"
-			}
+			st.Phase, st.Message = v1alpha1.ContainerRecreateRequestSucceeded, ""
+			m.recreatedAs = id
 			return st, nil, time.Time{}
 		}
 		if t := exitOf(api, id); t != nil {

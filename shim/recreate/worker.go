@@ -246,6 +246,7 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 		if err := w.patchStatus(ctx, crr, st); err != nil {
 			return 0, err // decided on what is no longer there: decide again
 		}
+		w.noteRecreated(crr, log, d.recreated)
 		if d.complete {
 			log.WithField("message", d.message).Info("ContainerRecreateRequest completed")
 			return 0, nil
@@ -263,6 +264,22 @@ func (w *podWorker) advance(ctx context.Context, cached *v1alpha1.ContainerRecre
 		return poll, nil
 	}
 	return d.wake.Sub(now), nil
+}
+
+// noteRecreated tells the journal, and the pod's events where no Killing event explains it, which
+// instance replaced each container that just became Succeeded.
+func (w *podWorker) noteRecreated(crr *v1alpha1.ContainerRecreateRequest, log logrus.FieldLogger, done []recreation) {
+	for _, r := range done {
+		l := log.WithFields(logrus.Fields{"container": r.container, "new": shortID(r.id)})
+		if !r.selfRestart {
+			l.Info("container recreated")
+			continue
+		}
+		l.Info("container restarted on its own since the request was made; not stopped again")
+		w.e.event(crr, corev1.EventTypeNormal, EventReasonAlreadyRestarted,
+			"Container %s restarted on its own since ContainerRecreateRequest %s was made (now %s): not stopped again",
+			r.container, crr.Name, shortID(r.id))
+	}
 }
 
 // refuse completes a request the node will not act on (see refusal): every container not yet

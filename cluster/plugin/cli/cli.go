@@ -37,6 +37,8 @@ type Options struct {
 	Now func() time.Time
 	// PollInterval is how often restart looks at its request (a second when zero).
 	PollInterval time.Duration
+	// Version is what --version prints (version.String of the release's version).
+	Version string
 }
 
 // NewCommand is the root command, kubectl-probeshim; o's ConfigFlags are kubectl's when nil.
@@ -53,7 +55,9 @@ cluster (status), one pod's probes and liveness (explain), what a PodProbeMarker
 applied (dry-run), and restarts a pod's containers through a ContainerRecreateRequest (restart).`,
 		Annotations:  map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl probeshim"},
 		SilenceUsage: true, // a refusal or a failed restart is no usage error
+		Version:      o.Version,
 	}
+	root.SetVersionTemplate("kubectl-probeshim {{.Version}}\n")
 	root.SetIn(o.In)
 	root.SetOut(o.Out)
 	root.SetErr(o.ErrOut)
