@@ -675,107 +675,25 @@ func (s *suite) exec(t *testing.T, ns, pod, container string, cmd ...string) {
 
 // ---- waiting ----
 
-// podCheck reports whether a pod is as wanted and, if not, what differs.
-type podCheck func(*corev1.Pod) (bool, string)
+// The pod checks are the framework's, shared with e2e/examples.
+type podCheck = framework.PodCheck
 
-func all(checks ...podCheck) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		var miss []string
-		for _, c := range checks {
-			if ok, why := c(p); !ok {
-				miss = append(miss, why)
-			}
-		}
-		return len(miss) == 0, strings.Join(miss, "; ")
-	}
-}
-
-func podCondition(p *corev1.Pod, typ string) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if string(p.Status.Conditions[i].Type) == typ {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// condIs wants condition typ with status and a message containing msg.
-func condIs(typ string, status corev1.ConditionStatus, msg string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		c := podCondition(p, typ)
-		if c == nil {
-			return false, "no condition " + typ
-		}
-		if c.Status != status || !strings.Contains(c.Message, msg) {
-			return false, fmt.Sprintf("condition %s=%s %q, want %s %q", typ, c.Status, c.Message, status, msg)
-		}
-		return true, ""
-	}
-}
-
-func condReason(typ, reason string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		c := podCondition(p, typ)
-		if c == nil {
-			return false, "no condition " + typ
-		}
-		return c.Reason == reason, fmt.Sprintf("condition %s reason %q, want %q", typ, c.Reason, reason)
-	}
-}
-
-func noCondition(typ string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		if c := podCondition(p, typ); c != nil {
-			return false, fmt.Sprintf("condition %s=%s still there", typ, c.Status)
-		}
-		return true, ""
-	}
-}
-
-func labelIs(k, v string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		got, ok := p.Labels[k]
-		return ok && got == v, fmt.Sprintf("label %s=%q (set %t), want %q", k, got, ok, v)
-	}
-}
-
-func labelGone(k string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		got, ok := p.Labels[k]
-		return !ok, fmt.Sprintf("label %s=%q still there", k, got)
-	}
-}
-
-func annotationIs(k, v string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		got, ok := p.Annotations[k]
-		return ok && got == v, fmt.Sprintf("annotation %s=%q (set %t), want %q", k, got, ok, v)
-	}
-}
-
-func annotationGone(k string) podCheck {
-	return func(p *corev1.Pod) (bool, string) {
-		got, ok := p.Annotations[k]
-		return !ok, fmt.Sprintf("annotation %s=%q still there", k, got)
-	}
-}
+var (
+	all            = framework.All
+	podCondition   = framework.ConditionNamed
+	condIs         = framework.CondIs
+	condReason     = framework.CondReason
+	noCondition    = framework.NoCondition
+	labelIs        = framework.LabelIs
+	labelGone      = framework.LabelGone
+	annotationIs   = framework.AnnotationIs
+	annotationGone = framework.AnnotationGone
+)
 
 // waitPod waits until check holds for the pod and returns it as last seen.
 func (s *suite) waitPod(t *testing.T, pod *corev1.Pod, what string, timeout time.Duration, check podCheck) *corev1.Pod {
 	t.Helper()
-	var last *corev1.Pod
-	var why string
-	err := framework.WaitFor(framework.Context(t, timeout+time.Minute), timeout, fmt.Sprintf("pod %s/%s: %s", pod.Namespace, pod.Name, what),
-		func(ctx context.Context) (bool, string, error) {
-			p, err := s.c.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			last = p
-			var ok bool
-			ok, why = check(p)
-			return ok, why, nil
-		})
+	last, err := s.c.WaitForPodCheck(framework.Context(t, timeout+time.Minute), pod.Namespace, pod.Name, timeout, what, check)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, s.explain(pod))
 	}
