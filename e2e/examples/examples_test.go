@@ -125,6 +125,8 @@ func TestExamples(t *testing.T) {
 			})
 		}
 	})
+	// After the examples (never beside them: the commands apply their own copies of some).
+	t.Run("doc commands", s.testDocCommands)
 	cluster.CheckNoPanics(t, c, s.svc)
 }
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/probeshim/probeshim/internal/docrun"
 )
 
 // Every relative link of README.md and docs/ leads to a file, and to a heading of it.
@@ -48,5 +50,16 @@ func TestBrokenLinksFound(t *testing.T) {
 	}
 	if len(broken) != 3 {
 		t.Errorf("%d broken links, want 3:\n%s", len(broken), got)
+	}
+}
+
+// Every run marker of docs/ marks a shell block (e2e/examples runs them on the rig), and some do.
+func TestMarkedCommands(t *testing.T) {
+	blocks, err := docrun.Blocks("../../docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("no shell block of docs/ is marked %s", docrun.Marker)
 	}
 }
