@@ -91,7 +91,9 @@ func (s *suite) testSilentService(t *testing.T) {
 	}
 }
 
-// checkIdleStays fails the test if the idle marks of p leave want within d.
+// checkIdleStays fails the test if the idle marks of p leave want within d for anything but the
+// cluster part's Unknown of a silent node: on a loaded machine d can outlast --node-service-grace
+// (40 s here), and the grace's end is heartbeat_test.go's to check, not this test's.
 func (s *suite) checkIdleStays(t testing.TB, p *corev1.Pod, want corev1.ConditionStatus, d time.Duration) {
 	t.Helper()
 	ctx := framework.Context(t, d+time.Minute)
@@ -101,7 +103,7 @@ func (s *suite) checkIdleStays(t testing.TB, p *corev1.Pod, want corev1.Conditio
 		if err != nil {
 			return false, "", nil
 		}
-		if !idleIs(cur, want) {
+		if !idleIs(cur, want) && !silentUnknown(cur) {
 			changed = describeIdle(cur)
 			return true, "", nil
 		}
@@ -110,4 +112,10 @@ func (s *suite) checkIdleStays(t testing.TB, p *corev1.Pod, want corev1.Conditio
 	if changed != "" {
 		t.Errorf("%s changed while its node service was silent: %s", p.Name, changed)
 	}
+}
+
+// silentUnknown reports whether p's idle condition is the cluster part's Unknown for a silent node.
+func silentUnknown(p *corev1.Pod) bool {
+	c := condition(p, conditionIdle)
+	return c != nil && c.Status == corev1.ConditionUnknown && strings.Contains(strings.ToLower(c.Message), silentMessageWords)
 }
