@@ -18,6 +18,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -915,5 +916,62 @@ func checkKrewManifest(t *testing.T, out string, sums map[string]string) {
 	got, err := exec.Command(p, "--version").CombinedOutput()
 	if err != nil || !strings.Contains(string(got), os.Getenv("PROBESHIM_VERSION")) {
 		t.Errorf("%s --version: %s (%v), want its version %s", kubectlPlugin.name, got, err, os.Getenv("PROBESHIM_VERSION"))
+	}
+}
+
+// The release workflow runs make release with the publishing switch and nothing else of the
+// project: any other step would be one the dry run never exercises.
+func TestWorkflow(t *testing.T) {
+	data, err := os.ReadFile("../../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// YAML 1.1 reads the key on as true, as sigs.k8s.io/yaml does (GitHub reads it as "on").
+	var wf struct {
+		On struct {
+			Push struct {
+				Tags []string `json:"tags"`
+			} `json:"push"`
+		} `json:"true"`
+		Jobs map[string]struct {
+			Steps []struct {
+				Name string `json:"name"`
+				Uses string `json:"uses"`
+				Run  string `json:"run"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := yaml.Unmarshal(data, &wf); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(wf.On.Push.Tags, []string{"v*"}) || len(wf.Jobs) != 1 {
+		t.Fatalf("the workflow runs on %v with %d jobs; want tags v* and one job", wf.On.Push.Tags, len(wf.Jobs))
+	}
+	releases := 0
+	for _, job := range wf.Jobs {
+		for _, st := range job.Steps {
+			if st.Uses != "" {
+				// Sources, Go and the upload: what a local run has already.
+				if !strings.HasPrefix(st.Uses, "actions/checkout@") && !strings.HasPrefix(st.Uses, "actions/setup-go@") &&
+					!strings.HasPrefix(st.Uses, "softprops/action-gh-release@") {
+					t.Errorf("step %q uses %s", st.Name, st.Uses)
+				}
+				continue
+			}
+			for _, line := range strings.Split(st.Run, "\n") {
+				if f := strings.Fields(line); len(f) > 0 && f[0] == "make" {
+					if len(f) < 3 || f[1] != "release" || f[2] != "PUBLISH=1" {
+						t.Errorf("step %q runs %q; the only make target is release PUBLISH=1", st.Name, line)
+					}
+					releases++
+				}
+				if strings.Contains(line, "go run") || strings.Contains(line, "go build") || strings.Contains(line, "hack/") {
+					t.Errorf("step %q runs %q: a step of the project's own the dry run does not run", st.Name, line)
+				}
+			}
+		}
+	}
+	if releases != 1 {
+		t.Errorf("make release runs %d times, want once", releases)
 	}
 }
