@@ -18,7 +18,6 @@ import (
 	"go/parser"
 	"go/token"
 	"html"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -28,18 +27,8 @@ import (
 )
 
 func main() {
-	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
-	out := flag.String("o", "docs/reference/api.md", "the file to write")
 	apis := flag.String("apis", "apis/v1alpha1", "the folder of the API types")
-	flag.Parse()
-	doc, err := render(*apis)
-	if err == nil {
-		err = gendoc.Write(*out, doc, *check)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "apidoc:", err)
-		os.Exit(1)
-	}
+	gendoc.Main("apidoc", "docs/reference/api.md", func() ([]byte, error) { return render(*apis) })
 }
 
 // kinds are the API's objects, in the order the reference shows them.

@@ -31,18 +31,8 @@ import (
 var readmeTemplate string
 
 func main() {
-	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
 	dir := flag.String("chart", "charts/probeshim", "the chart")
-	flag.Parse()
-	path := filepath.Join(*dir, "README.md")
-	doc, err := render(*dir)
-	if err == nil {
-		err = gendoc.Write(path, doc, *check)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chartdoc:", err)
-		os.Exit(1)
-	}
+	gendoc.Main("chartdoc", "charts/probeshim/README.md", func() ([]byte, error) { return render(*dir) })
 }
 
 // checkDoc fails when path is not what render writes for the chart in dir.

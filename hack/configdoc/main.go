@@ -16,7 +16,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"reflect"
 	"strings"
 
@@ -25,18 +24,8 @@ import (
 )
 
 func main() {
-	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
-	out := flag.String("o", "docs/reference/node-config.md", "the file to write")
 	src := flag.String("src", "shim/config/config.go", "the Go file of the configuration types")
-	flag.Parse()
-	doc, err := render(*src, config.FlagFields())
-	if err == nil {
-		err = gendoc.Write(*out, doc, *check)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "configdoc:", err)
-		os.Exit(1)
-	}
+	gendoc.Main("configdoc", "docs/reference/node-config.md", func() ([]byte, error) { return render(*src, config.FlagFields()) })
 }
 
 // row is one field of the file.

@@ -12,9 +12,7 @@ package main
 import (
 	"bytes"
 	_ "embed"
-	"flag"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,17 +25,7 @@ import (
 )
 
 func main() {
-	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
-	out := flag.String("o", "docs/metrics.md", "the file to write")
-	flag.Parse()
-	doc, err := render()
-	if err == nil {
-		err = gendoc.Write(*out, doc, *check)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metricsdoc:", err)
-		os.Exit(1)
-	}
+	gendoc.Main("metricsdoc", "docs/metrics.md", render)
 }
 
 // checkDoc fails when path is not what render writes.

@@ -7,11 +7,29 @@ package gendoc
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 )
+
+// Main is a generator's main: the flags -o (the file, defaultOut unless given) and -check, beside
+// any the generator registered before; then render's document written to the file, or checked
+// against it. It exits 1 with name's error.
+func Main(name, defaultOut string, render func() ([]byte, error)) {
+	check := flag.Bool("check", false, "write nothing; fail when the file is not what would be written")
+	out := flag.String("o", defaultOut, "the file to write")
+	flag.Parse()
+	doc, err := render()
+	if err == nil {
+		err = Write(*out, doc, *check)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
 
 // Write writes doc to path, as a generator's plain run does; with check (its -check flag) it writes
 // nothing and fails as Check does.
