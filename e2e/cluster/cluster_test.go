@@ -43,7 +43,6 @@ const (
 	conditionIdle  = "game.example.com/idle"
 	waitMarks      = 45 * time.Second // a probe result reaching the pod: probe period 1 s, two controllers
 	waitPodReady   = 90 * time.Second
-	logLines       = 20 // lines of node service log in failure messages
 )
 
 // suite is the deployed cluster part and the node service, shared by the scenarios.
@@ -645,18 +644,7 @@ func (s *suite) createMarker(t *testing.T, m *v1alpha1.PodProbeMarker) *v1alpha1
 
 func (s *suite) editMarker(t *testing.T, m *v1alpha1.PodProbeMarker, edit func(*v1alpha1.PodProbeMarker)) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ctx := framework.Context(t, time.Minute)
-		cur := &v1alpha1.PodProbeMarker{}
-		if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
-			return err
-		}
-		edit(cur)
-		return s.c.Client.Update(ctx, cur)
-	})
-	if err != nil {
-		t.Fatalf("update PodProbeMarker %s/%s: %v", m.Namespace, m.Name, err)
-	}
+	s.c.EditMarker(t, m, edit)
 }
 
 func (s *suite) deleteMarker(t *testing.T, m *v1alpha1.PodProbeMarker) {
@@ -668,9 +656,7 @@ func (s *suite) deleteMarker(t *testing.T, m *v1alpha1.PodProbeMarker) {
 
 func (s *suite) exec(t *testing.T, ns, pod, container string, cmd ...string) {
 	t.Helper()
-	if _, _, err := s.c.Exec(framework.Context(t, time.Minute), ns, pod, container, cmd...); err != nil {
-		t.Fatal(err)
-	}
+	s.c.MustExec(t, ns, pod, container, cmd...)
 }
 
 // ---- waiting ----
@@ -724,37 +710,7 @@ func (s *suite) waitMarkerStatus(t *testing.T, m *v1alpha1.PodProbeMarker, match
 }
 
 // explain is the state of things around a pod, for failure messages.
-func (s *suite) explain(pod *corev1.Pod) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var b strings.Builder
-	if p, err := s.c.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
-		fmt.Fprintf(&b, "pod: %s\nlabels: %v\nannotations: %v\n", framework.DescribePod(p), p.Labels, p.Annotations)
-		for _, c := range p.Status.Conditions {
-			fmt.Fprintf(&b, "  condition %s=%s %q (transition %s)\n", c.Type, c.Status, c.Message, c.LastTransitionTime)
-		}
-	}
-	npp := &v1alpha1.NodePodProbe{}
-	if err := s.c.Client.Get(ctx, client.ObjectKey{Name: s.c.Rig.NodeName()}, npp); err == nil {
-		for _, pp := range npp.Spec.PodProbes {
-			if pp.Namespace == pod.Namespace {
-				fmt.Fprintf(&b, "NodePodProbe spec %s/%s (%s): %v\n", pp.Namespace, pp.Name, pp.UID, probeNames(pp.Probes))
-			}
-		}
-		for _, ps := range npp.Status.PodProbeStatuses {
-			if ps.Namespace == pod.Namespace {
-				for _, st := range ps.ProbeStates {
-					fmt.Fprintf(&b, "NodePodProbe status %s/%s %s: %s %q\n", ps.Namespace, ps.Name, st.Name, st.State, st.Message)
-				}
-			}
-		}
-	}
-	if evs, err := s.c.Events(ctx, pod.Namespace, pod.Name); err == nil {
-		b.WriteString("events:\n" + framework.FormatEvents(evs))
-	}
-	b.WriteString("node service log (end):\n" + logtail.Last(s.svc.Logs(), logLines))
-	return b.String()
-}
+func (s *suite) explain(pod *corev1.Pod) string { return s.c.ExplainPod(pod, s.svc) }
 
 // ---- NodePodProbe ----
 

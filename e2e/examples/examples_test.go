@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -36,7 +35,6 @@ import (
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) {
@@ -227,7 +225,7 @@ func (s *suite) waitPods(t *testing.T, ns, selector string, n int, what string, 
 	if err != nil {
 		msg := err.Error()
 		if len(pods) > 0 {
-			msg += "\n" + s.explain(&pods[0])
+			msg += "\n" + s.c.ExplainPod(&pods[0], s.svc)
 		}
 		t.Fatal(msg)
 	}
@@ -240,7 +238,7 @@ func (s *suite) waitPod(t *testing.T, pod *corev1.Pod, what string, timeout time
 	t.Helper()
 	last, err := s.c.WaitForPodCheck(framework.Context(t, timeout+time.Minute), pod.Namespace, pod.Name, timeout, what, check)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, s.explain(pod))
+		t.Fatalf("%v\n%s", err, s.c.ExplainPod(pod, s.svc))
 	}
 	return last
 }
@@ -249,61 +247,8 @@ func (s *suite) waitPod(t *testing.T, pod *corev1.Pod, what string, timeout time
 func (s *suite) waitNPPState(t *testing.T, pod *corev1.Pod, name string, state v1alpha1.ProbeState) {
 	t.Helper()
 	if err := s.c.WaitForProbeState(framework.Context(t, 2*time.Minute), s.c.Rig.NodeName(), pod.UID, name, state, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, s.explain(pod))
+		t.Fatalf("%v\n%s", err, s.c.ExplainPod(pod, s.svc))
 	}
-}
-
-func (s *suite) exec(t *testing.T, ns, pod, container string, cmd ...string) {
-	t.Helper()
-	if _, _, err := s.c.Exec(framework.Context(t, time.Minute), ns, pod, container, cmd...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// editMarker changes the marker as a client should: read, change, write, again on a conflict (the
-// cluster part patches the marker's result annotations meanwhile).
-func (s *suite) editMarker(t *testing.T, m *v1alpha1.PodProbeMarker, edit func(*v1alpha1.PodProbeMarker)) {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ctx := framework.Context(t, time.Minute)
-		cur := &v1alpha1.PodProbeMarker{}
-		if err := s.c.Client.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
-			return err
-		}
-		edit(cur)
-		return s.c.Client.Update(ctx, cur)
-	})
-	if err != nil {
-		t.Fatalf("update PodProbeMarker %s/%s: %v", m.Namespace, m.Name, err)
-	}
-}
-
-// explain is the state of things around a pod, for failure messages.
-func (s *suite) explain(pod *corev1.Pod) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var b strings.Builder
-	if p, err := s.c.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
-		fmt.Fprintf(&b, "pod: %s\nlabels: %v\nannotations: %v\n", framework.DescribePod(p), p.Labels, p.Annotations)
-		for _, c := range p.Status.Conditions {
-			fmt.Fprintf(&b, "  condition %s=%s %q (transition %s)\n", c.Type, c.Status, c.Message, c.LastTransitionTime)
-		}
-	}
-	npp := &v1alpha1.NodePodProbe{}
-	if err := s.c.Client.Get(ctx, client.ObjectKey{Name: s.c.Rig.NodeName()}, npp); err == nil {
-		for _, ps := range npp.Status.PodProbeStatuses {
-			if ps.Namespace == pod.Namespace {
-				for _, st := range ps.ProbeStates {
-					fmt.Fprintf(&b, "NodePodProbe status %s/%s %s: %s %q\n", ps.Namespace, ps.Name, st.Name, st.State, st.Message)
-				}
-			}
-		}
-	}
-	if evs, err := s.c.Events(ctx, pod.Namespace, pod.Name); err == nil {
-		b.WriteString("events:\n" + framework.FormatEvents(evs))
-	}
-	b.WriteString("node service log (end):\n" + logtail.Last(s.svc.Logs(), 40))
-	return b.String()
 }
 
 // ---- the checks ----
@@ -316,7 +261,7 @@ func checkGameServers(s *suite, t *testing.T, ns string) {
 	busy := framework.All(framework.CondIs(cond, corev1.ConditionFalse, "/tmp/idle"), framework.LabelGone(label),
 		framework.AnnotationIs(cost, "10"))
 	pods := s.waitPods(t, ns, "app=gameserver", 3, "idle", waitExample, idle)
-	s.exec(t, ns, pods[0].Name, "server", "rm", "/tmp/idle")
+	s.c.MustExec(t, ns, pods[0].Name, "server", "rm", "/tmp/idle")
 	s.waitPod(t, &pods[0], "busy", waitMarks, busy)
 }
 
@@ -351,7 +296,7 @@ func checkEnhancedLiveness(s *suite, t *testing.T, ns string) {
 	}
 
 	target := &pods[1]
-	s.exec(t, ns, target.Name, "app", "rm", "/tmp/healthy")
+	s.c.MustExec(t, ns, target.Name, "app", "rm", "/tmp/healthy")
 	s.waitPod(t, target, "app restarted once", waitRestart, framework.RestartCount("app", 1))
 	// The new container made the file again: the probe recovers, and nothing restarts it again.
 	s.waitNPPState(t, target, "app-livenessProbe", v1alpha1.ProbeSucceeded)
@@ -378,7 +323,7 @@ func checkRestartContainer(s *suite, t *testing.T, ns string) {
 		return crr.Status.Phase == v1alpha1.ContainerRecreateRequestCompleted, fmt.Sprintf("status %+v", crr.Status), nil
 	})
 	if err != nil {
-		t.Fatalf("%v\n%s", err, s.explain(pod))
+		t.Fatalf("%v\n%s", err, s.c.ExplainPod(pod, s.svc))
 	}
 	if st := crr.Status.ContainerRecreateStates; len(st) != 1 || st[0].Name != "app" || st[0].Phase != v1alpha1.ContainerRecreateRequestSucceeded {
 		t.Errorf("container states %+v, want app Succeeded", st)
@@ -413,8 +358,8 @@ func checkRoleMarker(s *suite, t *testing.T, ns string) {
 	s.waitPods(t, ns, "app=db", 2, "db-0 primary, db-1 secondary", waitExample, roles("db-0"))
 	s.waitPrimaryEndpoint(t, ns, "db-0")
 
-	s.exec(t, ns, "db-0", "db", "rm", "/tmp/primary")
-	s.exec(t, ns, "db-1", "db", "touch", "/tmp/primary")
+	s.c.MustExec(t, ns, "db-0", "db", "rm", "/tmp/primary")
+	s.c.MustExec(t, ns, "db-1", "db", "touch", "/tmp/primary")
 	s.waitPods(t, ns, "app=db", 2, "db-1 primary, db-0 secondary", waitMarks, roles("db-1"))
 	s.waitPrimaryEndpoint(t, ns, "db-1")
 }
@@ -449,9 +394,9 @@ func checkReadinessGate(s *suite, t *testing.T, ns string) {
 	cold := framework.All(framework.CondIs(gate, corev1.ConditionFalse, ""), framework.CondIs(string(corev1.ContainersReady), corev1.ConditionTrue, ""),
 		framework.CondIs(string(corev1.PodReady), corev1.ConditionFalse, ""))
 	pods := s.waitPods(t, ns, "app=cache", 1, "containers ready, gate False, not Ready", waitExample, cold)
-	s.exec(t, ns, pods[0].Name, "cache", "touch", "/tmp/warm")
+	s.c.MustExec(t, ns, pods[0].Name, "cache", "touch", "/tmp/warm")
 	s.waitPod(t, &pods[0], "gate True, Ready", waitMarks, framework.All(framework.CondIs(gate, corev1.ConditionTrue, ""), framework.CondIs(string(corev1.PodReady), corev1.ConditionTrue, "")))
-	s.exec(t, ns, pods[0].Name, "cache", "rm", "/tmp/warm")
+	s.c.MustExec(t, ns, pods[0].Name, "cache", "rm", "/tmp/warm")
 	s.waitPod(t, &pods[0], "gate False, not Ready again", waitMarks, cold)
 }
 
@@ -461,10 +406,10 @@ func checkHTTPProbes(s *suite, t *testing.T, ns string) {
 	healthy := framework.All(framework.CondIs("api.example.com/healthy", corev1.ConditionTrue, ""), framework.LabelIs("api-healthy", "true"),
 		framework.CondIs("api.example.com/listening", corev1.ConditionTrue, ""))
 	pods := s.waitPods(t, ns, "app=api", 1, "healthy, listening", waitExample, healthy)
-	s.exec(t, ns, pods[0].Name, "api", "localhttp-server", "set", "503")
+	s.c.MustExec(t, ns, pods[0].Name, "api", "localhttp-server", "set", "503")
 	s.waitPod(t, &pods[0], "unhealthy, still listening", waitMarks, framework.All(framework.CondIs("api.example.com/healthy", corev1.ConditionFalse, "503"),
 		framework.LabelIs("api-healthy", "false"), framework.CondIs("api.example.com/listening", corev1.ConditionTrue, "")))
-	s.exec(t, ns, pods[0].Name, "api", "localhttp-server", "set", "200")
+	s.c.MustExec(t, ns, pods[0].Name, "api", "localhttp-server", "set", "200")
 	s.waitPod(t, &pods[0], "healthy again", waitMarks, healthy)
 }
 
@@ -476,12 +421,12 @@ func checkDryRun(s *suite, t *testing.T, ns string) {
 	pods := s.waitPods(t, ns, "app=worker", 2, "Ready", waitPodReady, unmarked)
 	m := &v1alpha1.PodProbeMarker{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ok"}}
 	s.waitSummary(t, m, "Succeeded=2 Failed=0 Unknown=0 Error=0")
-	s.exec(t, ns, pods[0].Name, "worker", "rm", "/tmp/ok")
+	s.c.MustExec(t, ns, pods[0].Name, "worker", "rm", "/tmp/ok")
 	s.waitSummary(t, m, "Succeeded=1 Failed=1 Unknown=0 Error=0")
 	// The failure is counted: had the marker written anything, it would be on the pods by now.
 	s.waitPods(t, ns, "app=worker", 2, "still nothing of the marker", waitMarks, unmarked)
 
-	s.editMarker(t, m, func(m *v1alpha1.PodProbeMarker) { m.Annotations[v1alpha1.AnnotationDryRun] = "false" })
+	s.c.EditMarker(t, m, func(m *v1alpha1.PodProbeMarker) { m.Annotations[v1alpha1.AnnotationDryRun] = "false" })
 	s.waitPod(t, &pods[0], "live: broken", waitMarks, framework.All(framework.CondIs(cond, corev1.ConditionFalse, ""), framework.LabelIs("worker-broken", "true")))
 	s.waitPod(t, &pods[1], "live: ok", waitMarks, framework.All(framework.CondIs(cond, corev1.ConditionTrue, ""), framework.LabelGone("worker-broken")))
 }

@@ -5,12 +5,19 @@ package framework
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 // PodCheck reports whether a pod is as wanted and, if not, what differs (for the wait's timeout
@@ -138,4 +145,75 @@ func (c *Cluster) WaitForPodCheck(ctx context.Context, ns, name string, timeout 
 		return ok, why, nil
 	})
 	return last, err
+}
+
+// ExplainPod is the state of things around a pod, for failure messages: its labels, annotations
+// and conditions, its entries in the node's NodePodProbe (spec and status), its events and the end
+// of svc's log (svc may be nil).
+func (c *Cluster) ExplainPod(pod *corev1.Pod, svc *NodeService) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if p, err := c.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "pod: %s\nlabels: %v\nannotations: %v\n", DescribePod(p), p.Labels, p.Annotations)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "  condition %s=%s %q (transition %s)\n", c.Type, c.Status, c.Message, c.LastTransitionTime)
+		}
+	}
+	npp := &v1alpha1.NodePodProbe{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: c.Rig.NodeName()}, npp); err == nil {
+		for _, pp := range npp.Spec.PodProbes {
+			if pp.Namespace == pod.Namespace {
+				names := make([]string, len(pp.Probes))
+				for i, p := range pp.Probes {
+					names[i] = p.Name
+				}
+				slices.Sort(names)
+				fmt.Fprintf(&b, "NodePodProbe spec %s/%s (%s): %v\n", pp.Namespace, pp.Name, pp.UID, names)
+			}
+		}
+		for _, ps := range npp.Status.PodProbeStatuses {
+			if ps.Namespace == pod.Namespace {
+				for _, st := range ps.ProbeStates {
+					fmt.Fprintf(&b, "NodePodProbe status %s/%s %s: %s %q\n", ps.Namespace, ps.Name, st.Name, st.State, st.Message)
+				}
+			}
+		}
+	}
+	if evs, err := c.Events(ctx, pod.Namespace, pod.Name); err == nil {
+		b.WriteString("events:\n" + FormatEvents(evs))
+	}
+	if svc != nil {
+		b.WriteString("node service log (end):\n" + logtail.Last(svc.Logs(), explainLogLines))
+	}
+	return b.String()
+}
+
+// explainLogLines is how much of the node service's log ExplainPod shows.
+const explainLogLines = 20
+
+// EditMarker changes the marker as a client should: read, change, write, again on a conflict (the
+// cluster part patches the marker's result annotations meanwhile).
+func (c *Cluster) EditMarker(t testing.TB, m *v1alpha1.PodProbeMarker, edit func(*v1alpha1.PodProbeMarker)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ctx := Context(t, time.Minute)
+		cur := &v1alpha1.PodProbeMarker{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(m), cur); err != nil {
+			return err
+		}
+		edit(cur)
+		return c.Client.Update(ctx, cur)
+	})
+	if err != nil {
+		t.Fatalf("update PodProbeMarker %s/%s: %v", m.Namespace, m.Name, err)
+	}
+}
+
+// MustExec runs cmd in a container of a pod and fails the test if it cannot or the command fails.
+func (c *Cluster) MustExec(t testing.TB, ns, pod, container string, cmd ...string) {
+	t.Helper()
+	if _, _, err := c.Exec(Context(t, time.Minute), ns, pod, container, cmd...); err != nil {
+		t.Fatal(err)
+	}
 }

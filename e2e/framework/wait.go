@@ -55,19 +55,7 @@ func Never(ctx context.Context, d time.Duration, what string, cond Condition) er
 // WaitForPod waits until cond holds for the pod and returns the pod as last
 // seen. A pod that does not exist (yet) is polled for like any other state.
 func (c *Cluster) WaitForPod(ctx context.Context, ns, name string, timeout time.Duration, what string, cond func(*corev1.Pod) bool) (*corev1.Pod, error) {
-	var last *corev1.Pod
-	err := WaitFor(ctx, timeout, fmt.Sprintf("pod %s/%s: %s", ns, name, what), func(ctx context.Context) (bool, string, error) {
-		p, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, "not found", nil
-		}
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		last = p
-		return cond(p), DescribePod(p), nil
-	})
-	return last, err
+	return c.WaitForPodCheck(ctx, ns, name, timeout, what, func(p *corev1.Pod) (bool, string) { return cond(p), DescribePod(p) })
 }
 
 // WaitForPodReady waits for the pod's Ready condition to be True.
