@@ -293,7 +293,9 @@ func (s *suite) testStartupHold(t *testing.T) {
 		v1alpha1.PodContainerProbe{Name: "side", ContainerName: "side", PodConditionType: "game.example.com/side",
 			Probe: probe(execHandler("true"))}))
 
-	// The marker is placed and probes the pod: side's condition; main still not started.
+	// The marker is placed and probes the pod: side's condition; main still not started. (The
+	// containers' start is the kubelet's, 40 s under load in CI: not the marks' time.)
+	s.waitPod(t, pod, "side running", waitPodReady, framework.ContainerRunning("side"))
 	p := s.waitCondition(t, pod, "game.example.com/side", corev1.ConditionTrue, "")
 	if started(p, "main") {
 		t.Fatalf("container main started before the test let it: %s", framework.DescribePod(p))

@@ -128,6 +128,17 @@ func RestartCount(name string, want int32) PodCheck {
 	}
 }
 
+// ContainerRunning wants container name running.
+func ContainerRunning(name string) PodCheck {
+	return func(p *corev1.Pod) (bool, string) {
+		st := ContainerStatus(p, name)
+		if st == nil {
+			return false, "no status of container " + name
+		}
+		return st.State.Running != nil, fmt.Sprintf("container %s %+v, want running", name, st.State)
+	}
+}
+
 // WaitForPodCheck waits until check holds for the pod and returns the pod as last seen; the
 // timeout error says what the check saw last.
 func (c *Cluster) WaitForPodCheck(ctx context.Context, ns, name string, timeout time.Duration, what string, check PodCheck) (*corev1.Pod, error) {
