@@ -3,14 +3,12 @@
 package examples
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,15 +55,6 @@ func (s *suite) testDocCommands(t *testing.T) {
 			t.Errorf("%s: %v after %s\n%s\n--- output:\n%s", name, err, time.Since(start).Round(time.Millisecond), b.Text, out.String())
 			continue
 		}
-		t.Logf("%s: ran in %s; output:\n%s", name, time.Since(start).Round(time.Millisecond), indent(out.String()))
+		t.Logf("%s: ran in %s; output:\n%s", name, time.Since(start).Round(time.Millisecond), out.String())
 	}
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		b.WriteString("    " + sc.Text() + "\n")
-	}
-	return b.String()
 }

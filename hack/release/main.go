@@ -469,14 +469,23 @@ func sha256sums(dir string) ([]byte, error) {
 		if !e.Type().IsRegular() || n == "SHA256SUMS" || strings.HasSuffix(n, ".asc") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, n))
+		sum, err := fileSHA256(filepath.Join(dir, n))
 		if err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(data)
-		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), n)
+		fmt.Fprintf(&b, "%s  %s\n", sum, n)
 	}
 	return b.Bytes(), nil
+}
+
+// fileSHA256 is the hex SHA-256 of the file at p.
+func fileSHA256(p string) (string, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // summary prints every file of the release with its size.

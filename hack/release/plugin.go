@@ -5,8 +5,6 @@ package main
 import (
 	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,10 +40,7 @@ const defaultDownloadURL = "https://github.com/probeshim/probeshim/releases/down
 func (r *build) plugin(ctx context.Context) error {
 	digests := map[ociimage.Platform]string{}
 	for _, p := range pluginPlatforms {
-		exe := kubectlPlugin.name
-		if p.OS == "windows" {
-			exe += ".exe"
-		}
+		exe := pluginExe(p)
 		bin := filepath.Join(r.tmp, "plugin", p.OS+"-"+p.Arch, exe)
 		if err := ociimage.GoBuild(ctx, r.root, kubectlPlugin.pkg, p, r.git, bin); err != nil {
 			return err
@@ -57,15 +52,13 @@ func (r *build) plugin(ctx context.Context) error {
 		if p.OS == "windows" {
 			write = writeZipFile
 		}
-		if err := write(a.path, files, r.git.Created); err != nil {
+		var err error
+		if err = write(a.path, files, r.git.Created); err != nil {
 			return err
 		}
-		data, err := os.ReadFile(a.path)
-		if err != nil {
+		if digests[p], err = fileSHA256(a.path); err != nil {
 			return err
 		}
-		sum := sha256.Sum256(data)
-		digests[p] = hex.EncodeToString(sum[:])
 		r.artifacts = append(r.artifacts, a)
 	}
 	template, err := os.ReadFile(filepath.Join(r.root, "plugins", krewManifest))
@@ -77,6 +70,14 @@ func (r *build) plugin(ctx context.Context) error {
 		return fmt.Errorf("plugins/%s: %w", krewManifest, err)
 	}
 	return writeFile(filepath.Join(r.out, krewManifest), manifest)
+}
+
+// pluginExe is the plugin's file name on p.
+func pluginExe(p ociimage.Platform) string {
+	if p.OS == "windows" {
+		return kubectlPlugin.name + ".exe"
+	}
+	return kubectlPlugin.name
 }
 
 // pluginArchive is the file name of p's archive of the plugin, as the krew manifest names it.
