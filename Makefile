@@ -212,6 +212,7 @@ generate: generate-code
 	$(GO) run ./hack/chartdoc
 	$(GO) run ./hack/apidoc
 	$(GO) run ./hack/configdoc
+	$(GO) run ./hack/clidoc
 
 # generate-code: what controller-gen writes; hack/verify-generated.sh runs it in a scratch copy of apis/.
 generate-code:
@@ -229,8 +230,8 @@ docs: deps-docs
 	@# Debian's jinja2 warns of its own escape sequences: nothing of ours, and noise in every build.
 	@PYTHONWARNINGS=ignore::DeprecationWarning mkdocs build --strict --quiet
 
-## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md, docs/reference/api.md or the
-## chart's README are stale.
+## verify-generated: fails when deepcopy code, CRD manifests, docs/metrics.md, docs/reference/api.md,
+## docs/reference/node-config.md, docs/reference/cli.md or the chart's README are stale.
 verify-generated:
 	@hack/verify-generated.sh
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the generated deepcopy code or CRD manifests in apis/, the metrics reference
-# docs/metrics.md, the API reference docs/reference/api.md, or the chart's README
-# charts/probeshim/README.md, are not what `make generate`
+# docs/metrics.md, the references docs/reference/api.md, node-config.md and cli.md, or the chart's
+# README charts/probeshim/README.md, are not what `make generate`
 # produces. The code is generated into a scratch copy of the module and the documents in memory, so
 # the working tree is never touched (safe to run while others edit it, and on a read-only checkout).
 set -euo pipefail
@@ -33,3 +33,4 @@ go run ./hack/metricsdoc -check
 go run ./hack/chartdoc -check
 go run ./hack/apidoc -check
 go run ./hack/configdoc -check
+go run ./hack/clidoc -check

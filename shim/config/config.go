@@ -202,7 +202,7 @@ var flagSpecs = []flagSpec{
 	{"cri-socket", "the CRI socket (default: containerd's socket)", func(c *Config) any { return &c.CRISocket }},
 	{"health-address", "address for /healthz and /readyz (default " + DefaultHealthAddress + ")", func(c *Config) any { return &c.HealthAddress }},
 	{"metrics-address", "address for /metrics (default " + DefaultMetricsAddress + ")", func(c *Config) any { return &c.MetricsAddress }},
-	{"status-socket", "unix socket for `probeshim status` (default " + DefaultStatusSocket + ")", func(c *Config) any { return &c.StatusSocket }},
+	{"status-socket", "unix socket that probeshim status reads (default " + DefaultStatusSocket + ")", func(c *Config) any { return &c.StatusSocket }},
 	{"log-level", "log level: error, warn, info, debug, trace (default " + DefaultLogLevel + ")", func(c *Config) any { return &c.LogLevel }},
 	{"cri-proxy", "serve the CRI proxy on --cri-proxy-socket (a socket passed by systemd is served anyway)", func(c *Config) any { return &c.CRIProxy.Enabled }},
 	{"cri-proxy-socket", "the CRI proxy's socket (default " + DefaultCRIProxySocket + ")", func(c *Config) any { return &c.CRIProxy.Socket }},

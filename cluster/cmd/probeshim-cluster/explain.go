@@ -39,6 +39,10 @@ func explainSubcommand() (code int, ok bool) {
 }
 
 func runExplain(ctx context.Context, args []string, out, errOut io.Writer, cfg func() (*rest.Config, error)) int {
+	if helpAsked(args) {
+		fmt.Fprint(out, explainUsage)
+		return 0
+	}
 	ns, name, ok := strings.Cut(strings.Join(args, ""), "/")
 	if len(args) != 1 || !ok || ns == "" || name == "" {
 		fmt.Fprint(errOut, explainUsage)

@@ -30,6 +30,10 @@ kubeconfig ($KUBECONFIG, --kubeconfig, or in-cluster).
 
 // runKruise is the "kruise" subcommand; it returns the exit code.
 func runKruise(ctx context.Context, args []string, out, errOut io.Writer, cfg func() (*rest.Config, error)) int {
+	if helpAsked(args) {
+		fmt.Fprint(out, kruiseUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "handover" {
 		fmt.Fprint(errOut, kruiseUsage)
 		return 2
@@ -44,7 +48,12 @@ func runKruise(ctx context.Context, args []string, out, errOut io.Writer, cfg fu
 	fs.StringVar(&o.Namespace, "namespace", "probeshim-system", "probeshim's namespace (the handover record)")
 	fs.StringVar(&o.KruiseNamespace, "kruise-namespace", kruise.DefaultNamespace, "Kruise's namespace (kruise-manager, kruise-daemon)")
 	fs.StringVar(&o.ServiceAccount, "service-account", "probeshim-cluster", "the deployment's service account, in --namespace: bound to the ClusterRole "+kruise.KeeperRole+" while work is handed over")
-	fs.Usage = func() { fmt.Fprint(errOut, kruiseUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), kruiseUsage+"\nFlags:\n"); fs.PrintDefaults() }
+	if helpAsked(args[1:]) {
+		fs.SetOutput(out)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

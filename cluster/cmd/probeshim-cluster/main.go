@@ -27,6 +27,27 @@ import (
 	buildversion "github.com/probeshim/probeshim/internal/version"
 )
 
+// usage heads `probeshim-cluster -h`, before the flags.
+const usage = `probeshim-cluster — probeshim's cluster part: admission webhooks, controllers, the liveness decider.
+
+Usage:
+  probeshim-cluster [flags]                   run the cluster part (the Helm chart's Deployment does)
+  probeshim-cluster explain <namespace>/<pod> why a pod is (not) probed and (not) restarted
+  probeshim-cluster kruise handover ...       hand probing or ContainerRecreateRequests over from OpenKruise, or back
+  probeshim-cluster selftest [flags]          check that the webhooks and CRDs serve (helm test)
+  probeshim-cluster uninstall-check           whether uninstalling would leave pods without liveness
+
+Each subcommand's -h says more. The kubeconfig: --kubeconfig, $KUBECONFIG, or in-cluster.
+
+Flags:
+`
+
+// helpAsked is whether a subcommand's arguments ask only for its help (which exits 0, as -h does
+// for the command itself).
+func helpAsked(args []string) bool {
+	return len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")
+}
+
 // version is set at build time (-ldflags "-X main.version=..."; make image does).
 var version = "dev"
 
@@ -193,6 +214,10 @@ func main() {
 	}
 	var o options
 	o.bind(flag.CommandLine)
+	flag.CommandLine.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), usage)
+		flag.PrintDefaults()
+	}
 	klog.InitFlags(flag.CommandLine) // -v and friends, as in every Kubernetes component
 	flag.Parse()
 	if o.printVersion {

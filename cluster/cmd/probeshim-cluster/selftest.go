@@ -72,6 +72,12 @@ func runSelftest(ctx context.Context, args []string, out, errOut io.Writer, cfg 
 	}
 	fs.StringVar(&ns, "namespace", ns, "where the dry run creates its PodProbeMarker")
 	timeout := fs.Duration("timeout", time.Minute, "how long to try")
+	if helpAsked(args) {
+		fmt.Fprint(out, selftestUsage+"\nFlags:\n")
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		fmt.Fprint(errOut, selftestUsage)
 		return 2

@@ -39,6 +39,10 @@ func uninstallCheckSubcommand() (code int, ok bool) {
 }
 
 func runUninstallCheck(ctx context.Context, args []string, out, errOut io.Writer, cfg func() (*rest.Config, error)) int {
+	if helpAsked(args) {
+		fmt.Fprint(out, uninstallCheckUsage)
+		return 0
+	}
 	if len(args) != 0 {
 		fmt.Fprint(errOut, uninstallCheckUsage)
 		return 2
