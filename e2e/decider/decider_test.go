@@ -98,6 +98,7 @@ func TestDecider(t *testing.T) {
 		t.Run("opt-outs", s.testOptOuts)
 		t.Run("keeps failing", s.testBackoff)
 		t.Run("startup hold", s.testStartupHold)
+		t.Run("an exit is not a failed probe", s.testExit)
 	})
 	t.Run("global switch off", s.testSwitchOff)
 	t.Run("invalid config", s.testInvalidConfig)
@@ -106,6 +107,7 @@ func TestDecider(t *testing.T) {
 	t.Run("blacklist", s.testBlacklist)
 	t.Run("dry run", s.testDryRun)
 	t.Run("rate limit", s.testRateLimit)
+	t.Run("an exit under a zero observation window", s.testExitZeroWindow)
 	t.Run("failover", s.testFailover)
 
 	cluster.CheckNoPanics(t, s.c, s.svc)

@@ -24,15 +24,27 @@ import (
 const aliveCondition = "example.com/alive"
 
 // An exit is not a failed probe: PID 1 of a probed container (enhanced liveness that always
-// succeeds, and a marker) is killed several times in a row, under the shipped configuration and
-// with a zero observation window, each kill but the first landing after the kubelet's back-off.
-// No probe state is ever Failed, the marker's condition never False, no KruiseProbeFailed or
-// decider event, no request: the restart count is exactly the kubelet's, one per kill.
-func TestExitIsNotAFailedProbe(t *testing.T) {
-	s := setup(t)
+// succeeds, and a marker) is killed several times in a row, each kill but the first landing after
+// the kubelet's back-off. No probe state is ever Failed, the marker's condition never False, no
+// KruiseProbeFailed or decider event, no request: the restart count is exactly the kubelet's, one
+// per kill. Under the shipped configuration it runs beside the other default-configuration
+// scenarios; testExitZeroWindow repeats it with a zero observation window.
+func (s *suite) testExit(t *testing.T) {
+	t.Parallel()
+	s.exitScenario(t, "exits")
+}
+
+func (s *suite) testExitZeroWindow(t *testing.T) {
+	s.withConfig(t, s.config(t, "circuitBreaker: {window: 0s}"))
+	s.exitScenario(t, "exits-now")
+}
+
+// exitScenario kills the container of a pod named name three times, in a namespace of its own
+// with a marker of its own, and checks that nothing read an exit as a failed probe.
+func (s *suite) exitScenario(t *testing.T, name string) {
+	const kills = 3
 	ns := s.c.Namespace(t)
 	ctx := framework.Context(t, 20*time.Minute)
-
 	marker := &v1alpha1.PodProbeMarker{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alive"},
 		Spec: v1alpha1.PodProbeMarkerSpec{
@@ -53,35 +65,28 @@ func TestExitIsNotAFailedProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kills := func(t *testing.T, name string, n int32) {
-		pod := appPod(ns, name, true, livenessProbe(failMarker)) // the marker file is never made
-		pod.Labels["exit-test"] = "true"
-		p := s.barePod(t, pod)
+	pod := appPod(ns, name, true, livenessProbe(failMarker)) // the marker file is never made
+	pod.Labels["exit-test"] = "true"
+	p := s.barePod(t, pod)
+	s.waitMarker(t, p, corev1.ConditionTrue)
+	for i := int32(1); i <= kills; i++ {
+		t0 := time.Now()
+		// The exec's own stream may break as the container dies; the restart is the proof.
+		_, _, _ = s.c.Exec(framework.Context(t, time.Minute), ns, p.Name, appContainer, "kill", "1")
+		p = s.waitRestarts(t, p, i, 3*time.Minute)
+		s.waitProbe(t, p, v1alpha1.ProbeSucceeded)
 		s.waitMarker(t, p, corev1.ConditionTrue)
-		for i := int32(1); i <= n; i++ {
-			t0 := time.Now()
-			// The exec's own stream may break as the container dies; the restart is the proof.
-			_, _, _ = s.c.Exec(framework.Context(t, time.Minute), ns, p.Name, appContainer, "kill", "1")
-			p = s.waitRestarts(t, p, i, 3*time.Minute)
-			s.waitProbe(t, p, v1alpha1.ProbeSucceeded)
-			s.waitMarker(t, p, corev1.ConditionTrue)
-			t.Logf("%s: kill %d, back to Ready with liveness Succeeded in %s", p.Name, i, time.Since(t0).Round(100*time.Millisecond))
-		}
-		// The decider has its window and more (5 s) to act on a stale state: it must not restart.
-		err := framework.Never(framework.Context(t, time.Minute), 5*time.Second, "a restart by the decider", func(context.Context) (bool, string, error) {
-			got := restarts(s.pod(t, p))
-			return got != n, fmt.Sprintf("restartCount %d after %d kills, want exactly the kubelet's %d", got, n, n), nil
-		})
-		if err != nil {
-			t.Errorf("%s: %v\n%s", p.Name, err, s.explain(p))
-		}
-		s.checkNoFailure(t, p, seen)
+		t.Logf("%s: kill %d, back to Ready with liveness Succeeded in %s", p.Name, i, time.Since(t0).Round(100*time.Millisecond))
 	}
-	t.Run("shipped config", func(t *testing.T) { kills(t, "exits", 3) })
-	t.Run("zero window", func(t *testing.T) {
-		s.withConfig(t, s.config(t, "circuitBreaker: {window: 0s}"))
-		kills(t, "exits-now", 3)
+	// The decider has its window and more (5 s) to act on a stale state: it must not restart.
+	err = framework.Never(framework.Context(t, time.Minute), 5*time.Second, "a restart by the decider", func(context.Context) (bool, string, error) {
+		got := restarts(s.pod(t, p))
+		return got != kills, fmt.Sprintf("restartCount %d after %d kills, want exactly the kubelet's %d", got, kills, kills), nil
 	})
+	if err != nil {
+		t.Errorf("%s: %v\n%s", p.Name, err, s.explain(p))
+	}
+	s.checkNoFailure(t, p, seen)
 	s.crrs.check(t)
 }
 
