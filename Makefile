@@ -28,12 +28,14 @@ ROW2_E2E_PKGS ?= ./e2e/node/ ./e2e/cluster/ ./e2e/crr/ ./e2e/criproxy/ ./e2e/pac
 # (the runtime's exec and netns paths they use are row 2's in TestNodeService).
 ROW2_E2E_SKIP ?= ^(TestHostileTargets|TestNamespaceCannotStallAnother)$$
 E2E_TIMEOUT ?= 60m
-# E2E_P: how many e2e packages run side by side, each on a rig of its own (rig.PackageRigName); most
-# of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. At 3,
+# E2E_P: how many e2e packages run side by side (lanes), each on a rig of its own (rig.PackageRigName);
+# most of their time is waiting on the cluster. E2E_P=1: one after another on the one default rig. At 3,
 # row 2's tenant-isolation and hand-over timings failed on 2 cores (5 s where 1 s is due).
 E2E_P ?= 2
 # The slowest e2e packages (make test's table) start first, so that none of them starts last alone.
 E2E_SLOW_FIRST := twonode decider criproxy node crr cluster upgrade
+# The packages of $(1) that have tests (go test of the others only says "no test files").
+with_tests = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(1))
 slow_first = $(foreach s,$(E2E_SLOW_FIRST),$(filter %/e2e/$(s),$(1))) $(filter-out $(addprefix %/e2e/,$(E2E_SLOW_FIRST)),$(1))
 RIG_NODES ?= 1
 export PROBESHIM_CACHE ?= /var/cache/probeshim
@@ -137,23 +139,18 @@ package-test: deps-lint deps-nspawn deps-release
 	@$(GOTEST) -count=1 -v -timeout $(PACKAGE_TEST_TIMEOUT) $(PACKAGE_TEST_PKGS) $(REPORT) -v -stage package-test
 
 ## e2e: real kube-apiserver, kubelet, containerd; needs root (skips with a message otherwise). Every row
-## of the matrix (ROWS) in turn, or ROW=<row> alone. The first row's binaries are built before its suites;
-## the later rows' are built meanwhile at the lowest CPU priority (nice 19), beside the first row's suites,
-## which mostly wait (on a cold machine that hides the ~12 minutes of Kubernetes 1.35 and containerd 1.7).
+## of the matrix (ROWS), or ROW=<row> alone, as one queue of packages on E2E_P lanes (hack/e2elanes): a
+## free lane takes the next package, of whichever row, so the next row starts while the one before ends.
+## The first row's binaries are built before its suites; the later rows' meanwhile at the lowest CPU
+## priority (nice 19), beside the first row's suites (on a cold machine that hides the ~12 minutes of
+## Kubernetes 1.35 and containerd 1.7).
 e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
-	rows="$(or $(ROW),$(ROWS))"; e2e/rowenv.sh $${rows%% *} >/dev/null || exit 1; \
-	for row in $${rows#* }; do [ $$row = $${rows%% *} ] || nice -n 19 e2e/rowenv.sh $$row >/dev/null & done; \
-	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); export PROBESHIM_PROMETHEUS=$$(hack/promtool.sh prometheus) || exit 1; rc=0; \
-	for row in $$rows; do \
-		pkgs="$(call slow_first,$(shell $(GO) list $(E2E_PKGS)))"; skip=; \
-		[ $$row = k1.37-c2.4 ] || { pkgs="$(call slow_first,$(shell $(GO) list $(ROW2_E2E_PKGS)))"; skip='$(ROW2_E2E_SKIP)'; }; \
-		env=$$(e2e/rowenv.sh $$row) || exit 1; eval "$$env"; \
-		echo "== e2e row $$row: $$(basename $$PROBESHIM_KUBE_BIN), containerd $$(basename $$PROBESHIM_CONTAINERD_BIN), runc $$(basename $$(dirname $$PROBESHIM_RUNC)): $$pkgs"; \
-		t0=$$SECONDS; ( [ $(E2E_P) = 1 ] || export PROBESHIM_RIG_PER_PACKAGE=1; \
-			$(GOTEST) -count=1 -timeout $(E2E_TIMEOUT) -p $(E2E_P) $${skip:+-skip "$$skip"} $$pkgs $(REPORT) -stage "e2e $$row" ) || rc=1; \
-		[ -z "$$PROBESHIM_TEST_TIMES" ] || echo "{\"stage\":\"e2e $$row\",\"seconds\":$$((SECONDS - t0))}" >>$$PROBESHIM_TEST_TIMES; \
-	done; exit $$rc
+	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); export PROBESHIM_PROMETHEUS=$$(hack/promtool.sh prometheus) || exit 1; \
+	args=; for row in $(or $(ROW),$(ROWS)); do \
+		if [ $$row = $(firstword $(ROWS)) ]; then args="$$args -row $$row -pkgs '$(call slow_first,$(call with_tests,$(E2E_PKGS)))'"; \
+		else args="$$args -row $$row -pkgs '$(call slow_first,$(call with_tests,$(ROW2_E2E_PKGS)))' -skip '$(ROW2_E2E_SKIP)'"; fi; \
+	done; eval $(GO) run ./hack/e2elanes -lanes $(E2E_P) -timeout $(E2E_TIMEOUT) $$args
 
 ## e2e-repeat: the e2e suites of ROW (default: row 1) N times in a row (default 5), every run whatever the
 ## one before gave (a flake seen once is worth the next run's evidence too); it ends with which runs failed.

@@ -111,7 +111,7 @@ func run(m *testing.M, opts ...Option) int {
 		opt(&o)
 	}
 	if o.rig.Name == "" && os.Getenv("PROBESHIM_RIG_NAME") == "" && os.Getenv(RigPerPackageEnv) != "" {
-		o.rig.Name = rig.PackageRigName(os.Args[0])
+		o.rig.Name = rig.PackageRigName(os.Args[0], os.Getenv("PROBESHIM_ROW"))
 	}
 	if testing.Short() {
 		skipReason = "-short: the real-component suites do not run"

@@ -88,16 +88,26 @@ func machineRecord(dir string) (sysctls map[string]string, created []string) {
 }
 
 // PackageRigName is the rig name of a test binary when each package has a rig of its own:
-// DefaultName, a dash and the package's name (go test names its binary <package>.test).
-func PackageRigName(testBinary string) string {
-	name := strings.TrimSuffix(filepath.Base(testBinary), ".test")
-	name = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-			return r
+// DefaultName, a dash and the package's name (go test names its binary <package>.test), then the
+// row's letters and digits when row is set (PROBESHIM_ROW), so that one package of two rows can run
+// at once (make e2e's lanes): probeshim-rig-node-k135c17.
+func PackageRigName(testBinary, row string) string {
+	keep := func(dash bool) func(rune) rune {
+		return func(r rune) rune {
+			switch {
+			case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				return r
+			case dash:
+				return '-'
+			}
+			return -1
 		}
-		return '-'
-	}, strings.ToLower(name))
-	return DefaultName + "-" + name
+	}
+	name := DefaultName + "-" + strings.Map(keep(true), strings.ToLower(strings.TrimSuffix(filepath.Base(testBinary), ".test")))
+	if tag := strings.Map(keep(false), strings.ToLower(row)); tag != "" {
+		name += "-" + tag
+	}
+	return name
 }
 
 // Names lists the rigs whose state files sit in the default place (/var/lib): the default one

@@ -21,8 +21,11 @@ func TestOwnNamesOnly(t *testing.T) {
 			t.Errorf("build folder suffix %q: %v, want %v", rest, got, want)
 		}
 	}
-	if got := PackageRigName("/tmp/go-build1/b001/restart.test"); got != "probeshim-rig-restart" {
+	if got := PackageRigName("/tmp/go-build1/b001/restart.test", ""); got != "probeshim-rig-restart" {
 		t.Errorf("PackageRigName: %q", got)
+	}
+	if got := PackageRigName("/tmp/go-build1/b001/node.test", "k1.35-c1.7"); got != "probeshim-rig-node-k135c17" {
+		t.Errorf("PackageRigName of row 2: %q", got)
 	}
 }
 
