@@ -80,6 +80,10 @@ func ErrorReason(err error) string {
 	return ReasonRuntimeError
 }
 
+// NoResultYet is the message of a new container's Unknown until its first result (or error): not
+// started, in its initialDelaySeconds, or its first run not done.
+const NoResultYet = "no result yet"
+
 // maxErrorDetail bounds the error text of an Unknown: runc's are a few hundred bytes, and the
 // status adds the reason before it and may add a late start after it, within MaxMessage.
 const maxErrorDetail = 512

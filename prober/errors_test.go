@@ -93,9 +93,18 @@ func TestRefusedTargetIsUnknownWithItsReason(t *testing.T) {
 }
 
 // The error counter's series of the named probe types are there at zero before any error, every
-// reason of each; another type's appear with its first error.
+// reason of each, and so are the runs counter's, every result; another type's appear with its first
+// error.
 func TestErrorCounterSeriesAtZero(t *testing.T) {
 	h := newHarness(t, WithProbeTypes("custom", "liveness"))
+	runs := counts(t, h.reg, "probeshim_probes_total", "result")
+	for _, typ := range []string{"custom", "liveness"} {
+		for _, r := range []string{resultSuccessful, resultFailed, resultUnknown} {
+			if v, ok := runs[typ+"/"+r]; !ok || v != 0 {
+				t.Errorf("probeshim_probes_total %s/%s = %v (present %t), want 0", typ, r, v, ok)
+			}
+		}
+	}
 	got := errorCounts(t, h.reg)
 	if len(got) != 2*len(ErrorReasons()) {
 		t.Errorf("%d series, want %d: %v", len(got), 2*len(ErrorReasons()), got)

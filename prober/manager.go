@@ -43,8 +43,9 @@ func WithClock(c clock.Clock) Option { return func(m *Manager) { m.clock = c } }
 func WithRegisterer(r prometheus.Registerer) Option { return func(m *Manager) { m.registerer = r } }
 
 // WithProbeTypes names the probe types (Desired.ProbeType) the engine is to run, so that
-// probeshim_probe_errors_total has each one's series of every reason at zero from the start: a
-// rate or an alert then sees the first error. Other types get a series at their first error.
+// probeshim_probes_total has each one's series of every result, and probeshim_probe_errors_total
+// of every reason, at zero from the start: a rate or an alert then sees the first run or error.
+// Other types get a series at their first run or error.
 func WithProbeTypes(types ...string) Option {
 	return func(m *Manager) { m.probeTypes = append(m.probeTypes, types...) }
 }
@@ -194,6 +195,9 @@ func NewManager(containers ContainerSource, opts ...Option) (*Manager, error) {
 	for _, t := range m.probeTypes {
 		for _, r := range errorReasons {
 			m.errs.LoadOrStore(errKey{t, r}, new(atomic.Uint64))
+		}
+		for _, r := range []Result{Success, Failure, Unknown} {
+			m.runs.LoadOrStore(runKey{t, r}, new(atomic.Uint64))
 		}
 	}
 	for _, p := range []*pool{&m.execPool, &m.netPool} {

@@ -155,8 +155,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // MetricTypes tells the metrics reference (internal/metricsref) the types of the series Collect
-// builds: probeshim_probes_total has none before a probe ran, probeshim_probe_errors_total none
-// without WithProbeTypes.
+// builds: probeshim_probes_total and probeshim_probe_errors_total have none without WithProbeTypes
+// before a probe ran.
 func (c collector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
 	return map[*prometheus.Desc]dto.MetricType{probesDesc: dto.MetricType_COUNTER, probeErrorsDesc: dto.MetricType_COUNTER,
 		startDelayDesc: dto.MetricType_HISTOGRAM, startedLateDesc: dto.MetricType_COUNTER, queuedDesc: dto.MetricType_GAUGE}

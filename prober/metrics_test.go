@@ -240,10 +240,16 @@ func TestEngineSeriesDoNotGrowWithPods(t *testing.T) {
 // errorCounts returns probeshim_probe_errors_total by "probe_type/reason".
 func errorCounts(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	return counts(t, reg, "probeshim_probe_errors_total", "reason")
+}
+
+// counts is a counter vector's values by "<probe_type>/<label>".
+func counts(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	if mf := gather(t, reg)["probeshim_probe_errors_total"]; mf != nil {
+	if mf := gather(t, reg)[name]; mf != nil {
 		for _, m := range mf.GetMetric() {
-			out[labels(m)["probe_type"]+"/"+labels(m)["reason"]] = m.GetCounter().GetValue()
+			out[labels(m)["probe_type"]+"/"+labels(m)[label]] = m.GetCounter().GetValue()
 		}
 	}
 	return out

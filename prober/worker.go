@@ -143,8 +143,9 @@ func (w *worker) doProbe(ctx context.Context, s runStart) {
 		return // not created yet, or gone with its pod: wait
 	}
 	if c.ID != w.containerID {
-		// A new container: the old one's result says nothing about it.
-		msg := ""
+		// A new container: the old one's result says nothing about it. Unknown always says
+		// why (issue 32): no run yet, or the one before it was replaced.
+		msg := NoResultYet
 		if w.containerID != "" {
 			msg = "container restarted"
 		}

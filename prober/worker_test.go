@@ -104,6 +104,10 @@ func TestInitialDelay(t *testing.T) {
 		t.Fatalf("probed %d times 9.999s after start with a 10s initial delay", n)
 	}
 	h.expect(key("p"), Unknown)
+	// Unknown says why (issue 32): never an empty message.
+	if u, _ := h.result(key("p")); u.Message != NoResultYet || u.Reason != "" {
+		t.Fatalf("a new container inside its initial delay: message %q, reason %q; want %q", u.Message, u.Reason, NoResultYet)
+	}
 	h.clock.Step(time.Millisecond)
 	h.probe(key("p"))
 	if n := h.exec.count(); n != 1 {

@@ -134,8 +134,24 @@ func New(o Options) *Relay {
 	if o.Registry != nil {
 		o.Registry.MustRegister(r.requests)
 	}
+	// Every outcome at zero from the start: a rate or an alert sees the first refusal.
+	for _, outcome := range relayOutcomes {
+		r.requests.WithLabelValues(outcome)
+	}
 	return r
 }
+
+// The outcomes of probeshim_heartbeat_relay_requests_total.
+const (
+	outcomeRenewed         = "renewed"
+	outcomeUnauthenticated = "unauthenticated"
+	outcomeForbidden       = "forbidden"
+	outcomeThrottled       = "throttled"
+	outcomeInvalid         = "invalid"
+	outcomeFailed          = "failed"
+)
+
+var relayOutcomes = []string{outcomeRenewed, outcomeUnauthenticated, outcomeForbidden, outcomeThrottled, outcomeInvalid, outcomeFailed}
 
 // refusal is an answer other than a renewal.
 type refusal struct {
@@ -156,7 +172,7 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case errors.As(err, &ref):
 	case err != nil:
-		ref = refuse(http.StatusServiceUnavailable, "failed", "renewing the Lease: %v", err)
+		ref = refuse(http.StatusServiceUnavailable, outcomeFailed, "renewing the Lease: %v", err)
 	}
 	if ref != nil {
 		r.requests.WithLabelValues(ref.outcome).Inc()
@@ -169,14 +185,14 @@ func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, ref.msg, ref.code)
 		return
 	}
-	r.requests.WithLabelValues("renewed").Inc()
+	r.requests.WithLabelValues(outcomeRenewed).Inc()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp) // the client sees a short answer as a failure
 }
 
 func (r *Relay) serve(req *http.Request) (*heartbeatapi.Response, error) {
 	if req.Method != http.MethodPost {
-		return nil, refuse(http.StatusMethodNotAllowed, "invalid", "only POST")
+		return nil, refuse(http.StatusMethodNotAllowed, outcomeInvalid, "only POST")
 	}
 	node, err := r.Identify(req)
 	if err != nil {
@@ -186,23 +202,23 @@ func (r *Relay) serve(req *http.Request) (*heartbeatapi.Response, error) {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, req.Body, heartbeatapi.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return nil, refuse(http.StatusBadRequest, "invalid", "the body is no heartbeat request: %v", err)
+		return nil, refuse(http.StatusBadRequest, outcomeInvalid, "the body is no heartbeat request: %v", err)
 	}
 	if body.Node != node {
-		return nil, refuse(http.StatusForbidden, "forbidden", "node %s may renew only its own Lease, not the Lease of node %q", node, body.Node)
+		return nil, refuse(http.StatusForbidden, outcomeForbidden, "node %s may renew only its own Lease, not the Lease of node %q", node, body.Node)
 	}
 	if body.LeaseDurationSeconds < 1 || body.LeaseDurationSeconds > maxLeaseSeconds {
-		return nil, refuse(http.StatusBadRequest, "invalid", "leaseDurationSeconds %d is not in [1, %d]", body.LeaseDurationSeconds, maxLeaseSeconds)
+		return nil, refuse(http.StatusBadRequest, outcomeInvalid, "leaseDurationSeconds %d is not in [1, %d]", body.LeaseDurationSeconds, maxLeaseSeconds)
 	}
 	st := r.state(node)
 	if !st.limiter.AllowN(r.o.Clock.Now(), 1) {
-		return nil, refuse(http.StatusTooManyRequests, "throttled", "node %s renews too often", node)
+		return nil, refuse(http.StatusTooManyRequests, outcomeThrottled, "node %s renews too often", node)
 	}
 	select {
 	case r.inFlight <- struct{}{}:
 		defer func() { <-r.inFlight }()
 	default:
-		return nil, refuse(http.StatusTooManyRequests, "throttled", "too many renewals in flight")
+		return nil, refuse(http.StatusTooManyRequests, outcomeThrottled, "too many renewals in flight")
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), r.o.Timeout)
 	defer cancel()
@@ -217,14 +233,14 @@ func (r *Relay) serve(req *http.Request) (*heartbeatapi.Response, error) {
 // against the client CA; a refusal otherwise.
 func (r *Relay) Identify(req *http.Request) (string, error) {
 	if req.TLS == nil || len(req.TLS.PeerCertificates) == 0 {
-		return "", refuse(http.StatusUnauthorized, "unauthenticated", "no client certificate: send the one of the node's kubeconfig")
+		return "", refuse(http.StatusUnauthorized, outcomeUnauthenticated, "no client certificate: send the one of the node's kubeconfig")
 	}
 	if _, loaded := r.o.ClientCA(); !loaded {
-		return "", refuse(http.StatusServiceUnavailable, "failed", "the API server's client CA is not loaded yet")
+		return "", refuse(http.StatusServiceUnavailable, outcomeFailed, "the API server's client CA is not loaded yet")
 	}
 	resp, ok, err := r.auth.AuthenticateRequest(req)
 	if err != nil || !ok {
-		return "", refuse(http.StatusUnauthorized, "unauthenticated", "the client certificate is not one the API server accepts: %v", err)
+		return "", refuse(http.StatusUnauthorized, outcomeUnauthenticated, "the client certificate is not one the API server accepts: %v", err)
 	}
 	name, groups := resp.User.GetName(), resp.User.GetGroups()
 	node := ""
@@ -234,10 +250,10 @@ func (r *Relay) Identify(req *http.Request) (string, error) {
 	case r.o.NodeUserPrefix != "" && r.o.NodeGroup != "" && strings.HasPrefix(name, r.o.NodeUserPrefix) && slices.Contains(groups, r.o.NodeGroup):
 		node = strings.TrimPrefix(name, r.o.NodeUserPrefix)
 	default:
-		return "", refuse(http.StatusForbidden, "forbidden", "user %s (groups %v) is no node identity", name, groups)
+		return "", refuse(http.StatusForbidden, outcomeForbidden, "user %s (groups %v) is no node identity", name, groups)
 	}
 	if msgs := validation.IsDNS1123Subdomain(node); len(msgs) > 0 {
-		return "", refuse(http.StatusForbidden, "forbidden", "user %s names no valid node: %s", name, strings.Join(msgs, "; "))
+		return "", refuse(http.StatusForbidden, outcomeForbidden, "user %s names no valid node: %s", name, strings.Join(msgs, "; "))
 	}
 	return node, nil
 }

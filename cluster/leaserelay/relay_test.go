@@ -81,6 +81,20 @@ func heartbeat(node string) string {
 	return string(b)
 }
 
+// Every outcome's series is there at zero before the first heartbeat: a rate or an alert sees the
+// first refusal.
+func TestOutcomesAtZero(t *testing.T) {
+	x := newHarness(t, newCA(t))
+	if n := testutil.CollectAndCount(x.relay.requests); n != len(relayOutcomes) {
+		t.Errorf("%d series, want one per outcome (%d)", n, len(relayOutcomes))
+	}
+	for _, o := range relayOutcomes {
+		if got := testutil.ToFloat64(x.relay.requests.WithLabelValues(o)); got != 0 {
+			t.Errorf("%s = %v, want 0", o, got)
+		}
+	}
+}
+
 // A kubelet's certificate from the API server's client CA renews that node's Lease: held by the
 // node, owned by its Node, renewed at the relay's time.
 func TestKubeletIdentityRenews(t *testing.T) {

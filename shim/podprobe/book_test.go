@@ -113,7 +113,7 @@ func TestBookProbeErrors(t *testing.T) {
 		state         v1alpha1.ProbeState
 		statusMessage string
 	}{
-		{"a new container", update("m#idle", prober.Unknown, "", t0), false, "-", v1alpha1.ProbeUnknown, ""},
+		{"a new container", update("m#idle", prober.Unknown, prober.NoResultYet, t0), false, "-", v1alpha1.ProbeUnknown, prober.NoResultYet},
 		{"its command is missing", probeErr("m#idle", prober.ReasonCommandNotFound, notFound, t0), false, prober.ReasonCommandNotFound,
 			v1alpha1.ProbeUnknown, "probe error (CommandNotFound): " + notFound},
 		{"again, started late", probeErr("m#idle", prober.ReasonCommandNotFound, notFound+" (started 2s late: the node's exec pool was full)", t0), true, "-",
