@@ -189,6 +189,9 @@ func (s *suite) testMonitoring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A pod whose probe has run: /metrics/probes has series only while the node probes something,
+	// and the pods of the scenarios before may all be gone by now.
+	s.barePod(t, appPod(ns, "scraped", true, livenessProbe(failMarker)))
 	for _, c := range []struct {
 		name, path, token string
 		want              int
