@@ -604,17 +604,29 @@ func (s *suite) setGate(t *testing.T, pod *corev1.Pod, st corev1.ConditionStatus
 func (s *suite) force(t *testing.T) {
 	t.Parallel()
 	ns := s.c.Namespace(t)
-	wait3 := strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) { st.UnreadyGracePeriodSeconds = ptr.To[int64](3) })
-	selfRestart := func(pod *corev1.Pod, name string, to int32) *corev1.Pod {
+	// The request's unready grace is the window in which the test restarts the container itself
+	// (an exec through the API server and the kubelet's restart): the node stops nothing before it
+	// ends. 3 s was too short on a loaded machine (the node stopped the first instance before the
+	// exec's kill came); the test says when its restart came too late for the window.
+	const grace = 10 * time.Second
+	wait := strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
+		st.UnreadyGracePeriodSeconds = ptr.To(int64(grace / time.Second))
+	})
+	selfRestart := func(pod *corev1.Pod, name string, to int32, requested time.Time) *corev1.Pod {
 		if _, _, err := s.c.Exec(framework.Context(t, 10*time.Second), ns, pod.Name, name, "kill", "1"); err != nil {
 			t.Fatal(err)
 		}
-		return s.restarted(t, pod, name, to, 30*time.Second)
+		p := s.restarted(t, pod, name, to, 30*time.Second)
+		if took := time.Since(requested); took >= grace {
+			t.Errorf("%s restarted %s after the request, past its %s unready grace: the node may have stopped it first", name, took.Round(time.Millisecond), grace)
+		}
+		return p
 	}
 
 	plain := s.runPod(t, ns, "plain", 1, nil, trap("a"))
-	crr := s.create(t, plain, "plain", []string{"a"}, wait3)
-	selfRestart(plain, "a", 1)
+	requested := time.Now()
+	crr := s.create(t, plain, "plain", []string{"a"}, wait)
+	selfRestart(plain, "a", 1, requested)
 	done := s.waitCompleted(t, crr, time.Minute)
 	expectStates(t, done, "a=Succeeded")
 	// As OpenKruise's: a Succeeded state has no message (clients compare it); the pod's event says
@@ -639,10 +651,11 @@ func (s *suite) force(t *testing.T) {
 	}
 
 	forced := s.runPod(t, ns, "forced", 1, nil, trap("a"), trap("b"))
-	crr = s.create(t, forced, "forced", []string{"a", "b"}, wait3, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
+	requested = time.Now()
+	crr = s.create(t, forced, "forced", []string{"a", "b"}, wait, strategy(func(st *v1alpha1.ContainerRecreateRequestStrategy) {
 		st.ForceRecreate, st.OrderedRecreate = true, true
 	}))
-	forced = selfRestart(forced, "a", 1)
+	forced = selfRestart(forced, "a", 1, requested)
 	a2 := status(forced, "a").ContainerID
 	expectStates(t, s.waitCompleted(t, crr, 2*time.Minute), "a=Succeeded(killed) b=Succeeded(killed)")
 	after := s.pod(t, forced)
