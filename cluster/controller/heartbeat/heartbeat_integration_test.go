@@ -84,19 +84,25 @@ func renew(t testing.TB, node string, at time.Time) {
 	}
 }
 
+// renewLease renews node's Lease as a node service does: read, then write. A test's own write of
+// the Lease between the two (an annotation patch) is a conflict, read again, as the service would at
+// its next renewal.
 func renewLease(node string, at time.Time) error {
 	ctx := context.Background()
-	lease := &coordinationv1.Lease{}
-	err := env.Client.Get(ctx, client.ObjectKey{Namespace: heartbeat.LeaseNamespace, Name: node}, lease)
-	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To(int32(40)),
-		RenewTime: ptr.To(metav1.NewMicroTime(at))}
-	switch {
-	case apierrors.IsNotFound(err):
-		lease.ObjectMeta = metav1.ObjectMeta{Namespace: heartbeat.LeaseNamespace, Name: node}
-		err = env.Client.Create(ctx, lease)
-	case err == nil:
-		err = env.Client.Update(ctx, lease)
-	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease := &coordinationv1.Lease{}
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: heartbeat.LeaseNamespace, Name: node}, lease)
+		lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To(int32(40)),
+			RenewTime: ptr.To(metav1.NewMicroTime(at))}
+		switch {
+		case apierrors.IsNotFound(err):
+			lease.ObjectMeta = metav1.ObjectMeta{Namespace: heartbeat.LeaseNamespace, Name: node}
+			return env.Client.Create(ctx, lease)
+		case err == nil:
+			return env.Client.Update(ctx, lease)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("renewing the Lease of %s: %w", node, err)
 	}
