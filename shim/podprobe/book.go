@@ -112,12 +112,14 @@ func (b *book) apply(pod podMeta, u prober.Update) (changed, messageOnly bool, t
 	if u.Reason != "" {
 		msg = v1alpha1.ProbeErrorMessage(u.Reason, u.Message)
 	}
-	if state == v1alpha1.ProbeUnknown && (msg == "" || u.Errored) {
-		// The engine's first word on a container it has not probed yet, or why it could not
-		// probe it yet. A result seeded from an earlier run is better than that (an error while
-		// the service restarts, say); an Unknown seeded is not better than a reason.
+	// The engine's first word on a container it has not probed yet (prober.NoResultYet).
+	firstWord := state == v1alpha1.ProbeUnknown && (msg == "" || msg == prober.NoResultYet)
+	if firstWord || state == v1alpha1.ProbeUnknown && u.Errored {
+		// No result yet, or why the engine could not probe it yet. A result seeded from an
+		// earlier run is better than that (an error while the service restarts, say); an
+		// Unknown seeded is not better than a reason.
 		if e, ok := b.pods[pod.uid]; ok && e.probes[u.Key.Probe] != nil &&
-			(msg == "" || e.probes[u.Key.Probe].State != v1alpha1.ProbeUnknown) {
+			(firstWord || e.probes[u.Key.Probe].State != v1alpha1.ProbeUnknown) {
 			return false, false, nil
 		}
 	}

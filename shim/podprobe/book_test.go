@@ -84,6 +84,10 @@ func TestBookSeedBeatsAnError(t *testing.T) {
 		u.Errored, u.Reason = true, prober.ReasonRuntimeError
 		return u
 	}
+	// The engine's first word on each container after a restart of the service: no result yet.
+	if changed, _, _ := b.apply(web, update("m#idle", prober.Unknown, prober.NoResultYet, t0)); changed {
+		t.Error("the engine's 'no result yet' replaced the seeded Succeeded")
+	}
 	if changed, _, _ := b.apply(web, errored("m#idle")); changed {
 		t.Error("a probe error replaced the seeded Succeeded")
 	}
