@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/probeshim/probeshim/cluster/kruise"
+	"github.com/probeshim/probeshim/cluster/webhook"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestNoRunTimeFieldsRendered(t *testing.T) {
 	runTime := map[string]bool{ // kind/name of what the deployment creates itself
 		"Secret/probeshim-webhook-certs":          true, // self-managed certificates (--webhook-secret-name's default)
-		"ConfigMap/probeshim-admission-params":    true,
+		"ConfigMap/" + webhook.PolicyParamsName:   true,
 		"ConfigMap/" + kruise.StatusConfigMap:     true,
 		"ConfigMap/" + kruise.HandoverConfigMap:   true,
 		"ClusterRoleBinding/" + kruise.KeeperRole: true,
