@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -31,7 +32,10 @@ type HandoverOptions struct {
 	// ServiceAccount is the deployment's, in Namespace (default probeshim-cluster): its keeper
 	// is given the right to edit Kruise's webhook configurations while the record lists work.
 	ServiceAccount string
-	Out            io.Writer
+	// Secrets reaches the Secrets of a namespace, where Helm keeps its releases: the last step
+	// marks the CRDs kept in the release that owns them (Kruise's chart), see KeepCRDs.
+	Secrets func(namespace string) corev1client.SecretInterface
+	Out     io.Writer
 }
 
 // KeeperRole is the ClusterRole (cluster/deploy/rbac.yaml) that lets the keeper update Kruise's
@@ -59,16 +63,7 @@ func Handover(ctx context.Context, c client.Client, o HandoverOptions) error {
 	if o.KruiseNamespace == "" {
 		o.KruiseNamespace = DefaultNamespace
 	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	p := func(format string, a ...any) {
-		prefix := ""
-		if o.DryRun {
-			prefix = "(dry run) "
-		}
-		fmt.Fprintf(o.Out, prefix+format+"\n", a...)
-	}
+	p := o.printer()
 	if o.Rollback {
 		return rollback(ctx, c, o, p)
 	}
@@ -113,7 +108,22 @@ func Handover(ctx context.Context, c client.Client, o HandoverOptions) error {
 			return err
 		}
 	}
-	return nil
+	return KeepCRDs(ctx, c, o)
+}
+
+// printer prints one line of the report to Out, marked as a dry run's.
+func (o HandoverOptions) printer() func(string, ...any) {
+	out := o.Out
+	if out == nil {
+		out = io.Discard
+	}
+	return func(format string, a ...any) {
+		prefix := ""
+		if o.DryRun {
+			prefix = "(dry run) "
+		}
+		fmt.Fprintf(out, prefix+format+"\n", a...)
+	}
 }
 
 // bindKeeper binds KeeperRole to the deployment's service account, so that its keeper may edit
@@ -359,5 +369,7 @@ func rollback(ctx context.Context, c client.Client, o HandoverOptions, p func(st
 	if o.CRR {
 		p("next: set Kruise's %s=true; new requests are then admitted for kruise-daemon", GateKruiseDaemon)
 	}
+	// Harmless with Kruise back, and what keeps the objects should Kruise be uninstalled later.
+	p("the CRDs stay marked %s=%s (in Kruise's Helm release too, if the handover marked them there)", HelmResourcePolicy, HelmKeep)
 	return nil
 }

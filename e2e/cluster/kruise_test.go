@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/action"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -19,11 +21,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/internal/logtail"
@@ -75,6 +79,24 @@ func TestKruiseHandover(t *testing.T) {
 		if err := kc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}
+	}
+	// Its chart owns the three CRDs, as templates (so that its uninstall deletes them).
+	helmCfg, err := charts.ActionConfig(c.Config, kruise.DefaultNamespace, t.TempDir(), t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := framework.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kruiseChart, err := charts.KruiseStandIn(filepath.Join(root, "apis", "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := action.NewInstall(helmCfg)
+	inst.ReleaseName, inst.Namespace, inst.TakeOwnership = "kruise", kruise.DefaultNamespace, true
+	if _, err := inst.Run(kruiseChart, nil); err != nil {
+		t.Fatalf("helm install kruise (its CRDs): %v", err)
 	}
 	waitHolds := func(want string) {
 		t.Helper()
@@ -135,7 +157,8 @@ func TestKruiseHandover(t *testing.T) {
 		t.Error("the deployment may edit Kruise's webhook configurations before any handover")
 	}
 	var out strings.Builder
-	if err := kruise.Handover(ctx, kc, kruise.HandoverOptions{Probes: true, CRR: true, Namespace: "probeshim-system", Out: &out}); err != nil {
+	secrets := func(ns string) corev1client.SecretInterface { return c.Kube.CoreV1().Secrets(ns) }
+	if err := kruise.Handover(ctx, kc, kruise.HandoverOptions{Probes: true, CRR: true, Namespace: "probeshim-system", Secrets: secrets, Out: &out}); err != nil {
 		t.Fatalf("handover: %v\n%s", err, out.String())
 	}
 	t.Logf("handover:\n%s", out.String())
@@ -178,6 +201,22 @@ func TestKruiseHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("the keeper removed the put-back entry %s after the upgrade", time.Since(putBack).Round(100*time.Millisecond))
+
+	// Kruise leaves: its uninstall keeps the CRDs (the handover marked them kept in its release),
+	// so the marker and its results stay.
+	resp, err := action.NewUninstall(helmCfg).Run("kruise")
+	if err != nil {
+		t.Fatalf("helm uninstall kruise: %v", err)
+	}
+	t.Logf("helm uninstall kruise: %s", resp.Info)
+	for _, name := range kruise.CRDs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := kc.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil || crd.DeletionTimestamp != nil {
+			t.Fatalf("CRD %s after Kruise's uninstall: %v (deleting: %t)", name, err, err == nil && crd.DeletionTimestamp != nil)
+		}
+	}
+	s.exec(t, ns, pod.Name, "main", "sh", "-c", "echo 'no players' > /tmp/idle")
+	s.waitPod(t, pod, "idle marks after Kruise's uninstall", 2*time.Minute, idleMarks(corev1.ConditionTrue, "no players"))
 	CheckNoPanics(t, c, s.svc)
 }
 

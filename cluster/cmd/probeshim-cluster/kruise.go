@@ -11,7 +11,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,8 +26,10 @@ const kruiseUsage = `usage: probeshim-cluster kruise handover --probes|--crr [--
 
 Hands PodProbeMarker probing (--probes) and/or ContainerRecreateRequests (--crr) over from
 OpenKruise to probeshim, or back (--rollback). Turn Kruise's feature gate off first
-(PodProbeMarkerGate=false for --probes, KruiseDaemon=false for --crr). Idempotent. Uses the
-kubeconfig ($KUBECONFIG, --kubeconfig, or in-cluster).
+(PodProbeMarkerGate=false for --probes, KruiseDaemon=false for --crr). Its last step marks the
+CRDs of the three kinds helm.sh/resource-policy=keep, on the objects and in Kruise's Helm release,
+so that uninstalling Kruise keeps them and their objects. Idempotent. Uses the kubeconfig
+($KUBECONFIG, --kubeconfig, or in-cluster).
 `
 
 // runKruise is the "kruise" subcommand; it returns the exit code.
@@ -67,6 +71,12 @@ func runKruise(ctx context.Context, args []string, out, errOut io.Writer, cfg fu
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		fmt.Fprintln(errOut, err)
+		return 1
+	}
+	o.Secrets = func(ns string) corev1client.SecretInterface { return cs.CoreV1().Secrets(ns) }
 	if err := kruise.Handover(ctx, c, o); err != nil {
 		fmt.Fprintln(errOut, "kruise handover:", err)
 		return 1
