@@ -71,6 +71,8 @@ func KeepCRDs(ctx context.Context, c client.Client, o HandoverOptions) error {
 				}
 			}
 			p("CRD %s: annotated %s=%s (an upgrade of the chart that owns it no longer deletes it)", name, HelmResourcePolicy, HelmKeep)
+		} else {
+			p("CRD %s: already annotated %s=%s", name, HelmResourcePolicy, HelmKeep)
 		}
 		rel := types.NamespacedName{Namespace: crd.Annotations[HelmReleaseNamespace], Name: crd.Annotations[HelmReleaseName]}
 		if rel.Name == "" || rel.Namespace == "" {
@@ -102,7 +104,7 @@ func keepInRelease(o HandoverOptions, rel types.NamespacedName, crds []string, p
 	last, err := st.Last(rel.Name)
 	if err != nil {
 		if errors.Is(err, driver.ErrReleaseNotFound) {
-			p("Helm release %s (the owner the CRDs name) is not stored in Secrets of %s: if it is stored elsewhere (HELM_DRIVER), `helm uninstall %s` deletes %s",
+			p("Helm release %s, which the CRDs name as their owner, is not in the Secrets of %s: uninstalled already, or stored elsewhere (HELM_DRIVER), where `helm uninstall %s` would delete %s",
 				rel, rel.Namespace, rel.Name, strings.Join(crds, ", "))
 			return nil
 		}

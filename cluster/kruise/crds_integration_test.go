@@ -52,12 +52,8 @@ func TestKruiseUninstallKeepsCRDs(t *testing.T) {
 				Probe: v1alpha1.ContainerProbeSpec{Probe: corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/true"}}}}}}}}}
 	mustCreate(t, c, ppm)
 
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
-	opts := kruise.HandoverOptions{Out: &out, Secrets: func(ns string) corev1client.SecretInterface { return cs.CoreV1().Secrets(ns) }}
+	opts := kruise.HandoverOptions{Out: &out, Secrets: secretsOf(t)}
 	dry := opts
 	dry.DryRun = true
 	if err := kruise.KeepCRDs(ctx, c, dry); err != nil {
@@ -105,4 +101,14 @@ func TestKruiseUninstallKeepsCRDs(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(ppm), &v1alpha1.PodProbeMarker{}); err != nil {
 		t.Errorf("the PodProbeMarker after Kruise's uninstall: %v", err)
 	}
+}
+
+// secretsOf reaches Secrets, where Helm keeps its releases, as the handover command does.
+func secretsOf(t *testing.T) func(string) corev1client.SecretInterface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ns string) corev1client.SecretInterface { return cs.CoreV1().Secrets(ns) }
 }

@@ -341,7 +341,7 @@ func TestHandover(t *testing.T) {
 
 	// The handover is refused while Kruise's gates are on, and changes nothing.
 	var out bytes.Buffer
-	opts := kruise.HandoverOptions{Probes: true, CRR: true, Namespace: probeshimNS, Out: &out}
+	opts := kruise.HandoverOptions{Probes: true, CRR: true, Namespace: probeshimNS, Secrets: secretsOf(t), Out: &out}
 	err := kruise.Handover(ctx, c, opts)
 	if err == nil || !strings.Contains(err.Error(), "PodProbeMarkerGate") || !strings.Contains(err.Error(), "KruiseDaemon") {
 		t.Fatalf("handover with the gates on: %v", err)
@@ -426,7 +426,8 @@ func TestHandover(t *testing.T) {
 	if gotCRR.Labels[v1alpha1.LabelCRRActive] != "true" || gotCRR.Status.Phase != v1alpha1.ContainerRecreateRequestRecreating {
 		t.Errorf("adoption changed the request's state: labels %v phase %s", gotCRR.Labels, gotCRR.Status.Phase)
 	}
-	for _, line := range []string{"NodePodProbe " + npp.Name + ": Kruise's", "ContainerRecreateRequest " + ns + "/restart-main, in flight"} {
+	for _, line := range []string{"NodePodProbe " + npp.Name + ": Kruise's", "ContainerRecreateRequest " + ns + "/restart-main, in flight",
+		"CRD podprobemarkers.apps.kruise.io: "} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("output lacks %q", line)
 		}
