@@ -261,9 +261,16 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 				return false, err.Error(), nil
 			}
 			ok, recent := map[string]int{}, 0
+			var sample []string // what is not (yet) Succeeded, for the message of a timeout
 			for _, ps := range npp.Status.PodProbeStatuses {
 				for _, st := range ps.ProbeStates {
-					if !measured[ps.UID] || st.State != v1alpha1.ProbeSucceeded {
+					if !measured[ps.UID] {
+						continue
+					}
+					if st.State != v1alpha1.ProbeSucceeded {
+						if len(sample) < 5 {
+							sample = append(sample, fmt.Sprintf("%s %s %s %q since %s", ps.Name, st.Name, st.State, st.Message, st.LastTransitionTime.Format(time.TimeOnly)))
+						}
 						continue
 					}
 					ok[ps.UID]++
@@ -278,7 +285,8 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 					missing++
 				}
 			}
-			return missing == 0 && recent == 0, fmt.Sprintf("%d pods not all Succeeded, %d probes Succeeded for less than %s", missing, recent, settle), nil
+			return missing == 0 && recent == 0, fmt.Sprintf("%d pods not all Succeeded, %d probes Succeeded for less than %s (not Succeeded: %s)",
+				missing, recent, settle, strings.Join(sample, "; ")), nil
 		})
 	if err != nil {
 		b.Fatal(err)
