@@ -140,6 +140,23 @@ func BenchmarkScale100(b *testing.B) {
 			}})
 	}
 	s.writeEntries(b, entries)
+	waitAllReported(b, s, entries)
+	// What a scraper stores of this node, once every probe runs: /metrics must not grow with the
+	// pods (issue 32); /metrics/probes has the kubelet's per-container series, for whoever opts in.
+	for _, path := range []string{"/metrics", "/metrics/probes"} {
+		body, err := svc.Get(framework.Context(b, time.Minute), path)
+		if err != nil {
+			b.Fatalf("GET %s: %v", path, err)
+		}
+		n := 0
+		for _, line := range strings.Split(body, "\n") {
+			if line != "" && !strings.HasPrefix(line, "#") {
+				n++
+			}
+		}
+		b.Logf("%s at %d pods x 3 probes: %d series", path, pods, n)
+		b.ReportMetric(float64(n), strings.TrimPrefix(strings.ReplaceAll(path, "/", "-"), "-")+"-series")
+	}
 	waitAllSucceeded(b, s, entries[flipping:])
 	churn := measure(b, c, svc, "churn", window)
 	// Steady: stop the flipping by deleting those pods' probes.
@@ -161,22 +178,6 @@ func BenchmarkScale100(b *testing.B) {
 	}
 	b.ReportMetric(steady.logBytesPerMin, "steady-log-B/min")
 	b.ReportMetric(churn.logBytesPerMin, "churn-log-B/min")
-	// What a scraper stores of this node: /metrics must not grow with the pods (issue 32);
-	// /metrics/probes has the kubelet's per-container series, for whoever opts in to them.
-	for _, path := range []string{"/metrics", "/metrics/probes"} {
-		body, err := svc.Get(framework.Context(b, time.Minute), path)
-		if err != nil {
-			b.Fatalf("GET %s: %v", path, err)
-		}
-		n := 0
-		for _, line := range strings.Split(body, "\n") {
-			if line != "" && !strings.HasPrefix(line, "#") {
-				n++
-			}
-		}
-		b.Logf("%s at %d pods x 3 probes: %d series", path, pods, n)
-		b.ReportMetric(float64(n), strings.TrimPrefix(strings.ReplaceAll(path, "/", "-"), "-")+"-series")
-	}
 	deletePods(b, c, created)
 }
 
@@ -287,6 +288,30 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 			}
 			return missing == 0 && recent == 0, fmt.Sprintf("%d pods not all Succeeded, %d probes Succeeded for less than %s (not Succeeded: %s)",
 				missing, recent, settle, strings.Join(sample, "; ")), nil
+		})
+	if err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitAllReported waits until the NodePodProbe's status holds a state of every probe of entries.
+func waitAllReported(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
+	b.Helper()
+	want := 0
+	for _, e := range entries {
+		want += len(e.Probes)
+	}
+	err := framework.WaitFor(framework.Context(b, 4*time.Minute), 3*time.Minute, "a state of every probe",
+		func(ctx context.Context) (bool, string, error) {
+			npp := s.npp()
+			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+				return false, err.Error(), nil
+			}
+			n := 0
+			for _, ps := range npp.Status.PodProbeStatuses {
+				n += len(ps.ProbeStates)
+			}
+			return n >= want, fmt.Sprintf("%d of %d probes have a state", n, want), nil
 		})
 	if err != nil {
 		b.Fatal(err)
