@@ -112,7 +112,7 @@ func keepInRelease(o HandoverOptions, rel types.NamespacedName, crds []string, p
 	}
 	manifest, marked, err := keepInManifest(last.Manifest, crds)
 	if err != nil {
-		return fmt.Errorf("Helm release %s, revision %d: %w", rel, last.Version, err)
+		return fmt.Errorf("the Helm release %s, revision %d: %w", rel, last.Version, err)
 	}
 	if len(marked) == 0 {
 		p("Helm release %s, revision %d: already keeps %s on uninstall", rel, last.Version, strings.Join(crds, ", "))
@@ -123,7 +123,7 @@ func keepInRelease(o HandoverOptions, rel types.NamespacedName, crds []string, p
 		if last.Info != nil {
 			status = last.Info.Status
 		}
-		return fmt.Errorf("Helm release %s, revision %d, is %s: run the handover again once it is deployed (its uninstall would delete %s)",
+		return fmt.Errorf("the Helm release %s, revision %d, is %s: run the handover again once it is deployed (its uninstall would delete %s)",
 			rel, last.Version, status, strings.Join(marked, ", "))
 	}
 	if o.DryRun {

@@ -13,7 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -104,11 +104,11 @@ func TestKruiseUninstallKeepsCRDs(t *testing.T) {
 }
 
 // secretsOf reaches Secrets, where Helm keeps its releases, as the handover command does.
-func secretsOf(t *testing.T) func(string) corev1client.SecretInterface {
+func secretsOf(t *testing.T) func(string) typedcorev1.SecretInterface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(ns string) corev1client.SecretInterface { return cs.CoreV1().Secrets(ns) }
+	return func(ns string) typedcorev1.SecretInterface { return cs.CoreV1().Secrets(ns) }
 }

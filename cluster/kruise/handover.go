@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -34,7 +34,7 @@ type HandoverOptions struct {
 	ServiceAccount string
 	// Secrets reaches the Secrets of a namespace, where Helm keeps its releases: the last step
 	// marks the CRDs kept in the release that owns them (Kruise's chart), see KeepCRDs.
-	Secrets func(namespace string) corev1client.SecretInterface
+	Secrets func(namespace string) typedcorev1.SecretInterface
 	Out     io.Writer
 }
 

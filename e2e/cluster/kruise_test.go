@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -157,7 +157,7 @@ func TestKruiseHandover(t *testing.T) {
 		t.Error("the deployment may edit Kruise's webhook configurations before any handover")
 	}
 	var out strings.Builder
-	secrets := func(ns string) corev1client.SecretInterface { return c.Kube.CoreV1().Secrets(ns) }
+	secrets := func(ns string) typedcorev1.SecretInterface { return c.Kube.CoreV1().Secrets(ns) }
 	if err := kruise.Handover(ctx, kc, kruise.HandoverOptions{Probes: true, CRR: true, Namespace: "probeshim-system", Secrets: secrets, Out: &out}); err != nil {
 		t.Fatalf("handover: %v\n%s", err, out.String())
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +76,7 @@ func runKruise(ctx context.Context, args []string, out, errOut io.Writer, cfg fu
 		fmt.Fprintln(errOut, err)
 		return 1
 	}
-	o.Secrets = func(ns string) corev1client.SecretInterface { return cs.CoreV1().Secrets(ns) }
+	o.Secrets = func(ns string) typedcorev1.SecretInterface { return cs.CoreV1().Secrets(ns) }
 	if err := kruise.Handover(ctx, c, o); err != nil {
 		fmt.Fprintln(errOut, "kruise handover:", err)
 		return 1
