@@ -21,15 +21,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/probeshim/probeshim/apis/v1alpha1"
 )
 
 // CRDs are the CustomResourceDefinitions of the kinds probeshim serves. Beside OpenKruise they are
 // Kruise's: its chart renders them as ordinary templates, so `helm uninstall kruise` deletes them
 // and, with them, every PodProbeMarker, NodePodProbe and ContainerRecreateRequest.
 var CRDs = []string{
-	"podprobemarkers.apps.kruise.io",
-	"nodepodprobes.apps.kruise.io",
-	"containerrecreaterequests.apps.kruise.io",
+	v1alpha1.Resource("podprobemarkers").String(),
+	v1alpha1.Resource("nodepodprobes").String(),
+	v1alpha1.Resource("containerrecreaterequests").String(),
 }
 
 // Helm's names (helm.sh/helm/v3/pkg/kube holds the first two, in a package that brings kubectl's

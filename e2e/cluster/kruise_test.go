@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +29,7 @@ import (
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/internal/kubebin"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
@@ -85,11 +85,7 @@ func TestKruiseHandover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := framework.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kruiseChart, err := charts.KruiseStandIn(filepath.Join(root, "apis", "crds"))
+	kruiseChart, err := charts.KruiseStandIn(kubebin.CRDs())
 	if err != nil {
 		t.Fatal(err)
 	}

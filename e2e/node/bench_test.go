@@ -257,8 +257,8 @@ func waitAllSucceeded(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 	what := fmt.Sprintf("every probe Succeeded, none changed in the last %s", settle)
 	err := framework.WaitFor(framework.Context(b, 4*time.Minute), 3*time.Minute, what,
 		func(ctx context.Context) (bool, string, error) {
-			npp := s.npp()
-			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+			npp, err := s.readNodePodProbe(ctx)
+			if err != nil {
 				return false, err.Error(), nil
 			}
 			ok, recent := map[string]int{}, 0
@@ -303,8 +303,8 @@ func waitAllReported(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 	}
 	err := framework.WaitFor(framework.Context(b, 4*time.Minute), 3*time.Minute, "a state of every probe",
 		func(ctx context.Context) (bool, string, error) {
-			npp := s.npp()
-			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+			npp, err := s.readNodePodProbe(ctx)
+			if err != nil {
 				return false, err.Error(), nil
 			}
 			n := 0
@@ -329,8 +329,8 @@ func waitStatusOf(b *testing.B, s *suite, entries []v1alpha1.PodProbe) {
 	waitAllSucceeded(b, s, entries)
 	err := framework.WaitFor(framework.Context(b, 3*time.Minute), 2*time.Minute, "the status of the remaining pods only",
 		func(ctx context.Context) (bool, string, error) {
-			npp := s.npp()
-			if err := s.c.Client.Get(ctx, clientKey(npp), npp); err != nil {
+			npp, err := s.readNodePodProbe(ctx)
+			if err != nil {
 				return false, err.Error(), nil
 			}
 			others := 0
@@ -564,4 +564,10 @@ func BenchmarkExecVsExecSync(b *testing.B) {
 	b.ReportMetric(float64(ms.Microseconds())/1000, "probeshim-ms")
 	b.ReportMetric(float64(mc.Microseconds())/1000, "execsync-ms")
 	b.ReportMetric(float64(ms)/float64(mc), "ratio")
+}
+
+// readNodePodProbe reads the node's NodePodProbe.
+func (s *suite) readNodePodProbe(ctx context.Context) (*v1alpha1.NodePodProbe, error) {
+	npp := s.npp()
+	return npp, s.c.Client.Get(ctx, clientKey(npp), npp)
 }
