@@ -34,6 +34,12 @@ func TestNoRunTimeFieldsRendered(t *testing.T) {
 			if runTime[o.GetKind()+"/"+o.GetName()] {
 				t.Errorf("%s: the chart renders %s/%s, which the deployment writes at run time", name, o.GetKind(), o.GetName())
 			}
+			if o.GetKind() == "CustomResourceDefinition" {
+				if _, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle"); ok {
+					t.Errorf("%s: CRD %s renders its conversion webhook's caBundle: a sync would revert the one injected at run time", name, o.GetName())
+				}
+				continue
+			}
 			if o.GetKind() != "MutatingWebhookConfiguration" && o.GetKind() != "ValidatingWebhookConfiguration" {
 				continue
 			}

@@ -20,6 +20,11 @@ const (
 	// strategy.unreadyGracePeriodSeconds (RFC 3339); the node waits the grace from it before it stops
 	// anything.
 	AnnotationCRRUnreadyAcquired = "crr.apps.kruise.io/unready-acquired"
+	// AnnotationCRRSyncContainerStatuses is OpenKruise's snapshot of the target containers'
+	// statuses (a JSON list of name, ready, restartCount, containerID), written by kruise-manager;
+	// v1beta1 holds it as status.containerStatusSnapshot. probeshim neither writes nor reads it: it
+	// only carries it across the conversion.
+	AnnotationCRRSyncContainerStatuses = "crr.apps.kruise.io/sync-container-statuses"
 )
 
 // AnnotationCRRReason on a request says why its containers are restarted, in the words of the
@@ -209,6 +214,7 @@ type ContainerRecreateRequestContainerRecreateState struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:storageversion
 // +kubebuilder:resource:scope=Namespaced,shortName=crr
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Phase of the request."
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.podName`,description="Pod whose containers are recreated."
@@ -235,6 +241,10 @@ type ContainerRecreateRequestList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ContainerRecreateRequest `json:"items"`
 }
+
+// Hub marks v1alpha1, the stored version, as the one every other version converts to and from
+// (apis/v1beta1's conversion.go).
+func (*ContainerRecreateRequest) Hub() {}
 
 func init() {
 	SchemeBuilder.Register(&ContainerRecreateRequest{}, &ContainerRecreateRequestList{})

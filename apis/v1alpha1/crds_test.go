@@ -37,21 +37,22 @@ func TestCRDs(t *testing.T) {
 		plural, kind, short string
 		scope               apiextensionsv1.ResourceScope
 		columns             []column
+		versions            []string // served; the first is stored
 	}{
 		{"podprobemarkers", "PodProbeMarker", "ppm", apiextensionsv1.NamespaceScoped, []column{
 			{"Matched", ".status.matchedPods"},
 			{"Dry-Run", `.metadata.annotations.probeshim\.io/dry-run`},
 			{"Results", `.metadata.annotations.probeshim\.io/results-summary`},
 			{"Unprobed", `.metadata.annotations.probeshim\.io/unprobed`},
-			{"Age", ".metadata.creationTimestamp"}, {"Selector", ".spec.selector"}}},
+			{"Age", ".metadata.creationTimestamp"}, {"Selector", ".spec.selector"}}, []string{"v1alpha1"}},
 		{"nodepodprobes", "NodePodProbe", "npp", apiextensionsv1.ClusterScoped, []column{
 			{"Node-Service", `.metadata.annotations.probeshim\.io/node-service`},
 			{"Since", `.metadata.annotations.probeshim\.io/node-service-since`},
-			{"Age", ".metadata.creationTimestamp"}}},
+			{"Age", ".metadata.creationTimestamp"}}, []string{"v1alpha1"}},
 		{"containerrecreaterequests", "ContainerRecreateRequest", "crr", apiextensionsv1.NamespaceScoped, []column{
 			{"Phase", ".status.phase"}, {"Pod", ".spec.podName"},
 			{"Node", `.metadata.labels.crr\.apps\.kruise\.io/node-name`}, {"Age", ".metadata.creationTimestamp"},
-			{"Message", ".status.message"}}},
+			{"Message", ".status.message"}}, []string{"v1alpha1", "v1beta1"}},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {
@@ -68,25 +69,31 @@ func TestCRDs(t *testing.T) {
 			if crd.Spec.Scope != tc.scope {
 				t.Errorf("scope %s, want %s", crd.Spec.Scope, tc.scope)
 			}
-			if len(crd.Spec.Versions) != 1 {
-				t.Fatalf("%d versions, want 1", len(crd.Spec.Versions))
+			if len(crd.Spec.Versions) != len(tc.versions) {
+				t.Fatalf("%d versions, want %v", len(crd.Spec.Versions), tc.versions)
 			}
-			v := crd.Spec.Versions[0]
-			if v.Name != "v1alpha1" || !v.Served || !v.Storage {
-				t.Errorf("version %s served=%v storage=%v", v.Name, v.Served, v.Storage)
-			}
-			if v.Subresources == nil || v.Subresources.Status == nil {
-				t.Error("no status subresource: the node service and controllers write status separately from spec")
-			}
-			var got []column
-			for _, c := range v.AdditionalPrinterColumns {
-				got = append(got, column{c.Name, c.JSONPath})
-			}
-			if !reflect.DeepEqual(got, tc.columns) {
-				t.Errorf("printer columns %v, want %v", got, tc.columns)
-			}
-			if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-				t.Fatal("no schema")
+			for i, v := range crd.Spec.Versions {
+				if v.Name != tc.versions[i] || !v.Served || v.Storage != (i == 0) {
+					t.Errorf("version %s served=%v storage=%v, want %s served, stored: %v", v.Name, v.Served, v.Storage, tc.versions[i], i == 0)
+				}
+				if v.Subresources == nil || v.Subresources.Status == nil {
+					t.Errorf("%s: no status subresource: the node service and controllers write status separately from spec", v.Name)
+				}
+				var got []column
+				for _, c := range v.AdditionalPrinterColumns {
+					got = append(got, column{c.Name, c.JSONPath})
+				}
+				if !reflect.DeepEqual(got, tc.columns) {
+					t.Errorf("%s: printer columns %v, want %v", v.Name, got, tc.columns)
+				}
+				if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+					t.Fatalf("%s: no schema", v.Name)
+				}
+				// A newer version may change the status, never the spec (OpenKruise's v1beta1
+				// ContainerRecreateRequest keeps v1alpha1's): manifests move across unchanged.
+				if first := crd.Spec.Versions[0].Schema.OpenAPIV3Schema; !reflect.DeepEqual(v.Schema.OpenAPIV3Schema.Properties["spec"], first.Properties["spec"]) {
+					t.Errorf("%s: the spec's schema differs from %s's", v.Name, crd.Spec.Versions[0].Name)
+				}
 			}
 		})
 	}

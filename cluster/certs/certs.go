@@ -3,7 +3,8 @@
 // Package certs keeps the webhook server's TLS certificate without cert-manager: a CA and a
 // serving certificate live in a Secret in the deployment's namespace, every replica writes them
 // into the webhook server's certificate directory (controller-runtime's certificate watcher
-// reloads them), and the CA bundle is patched into the webhook configurations.
+// reloads them), and the CA bundle is patched into the webhook configurations and the conversion
+// webhooks of the CRDs it serves.
 //
 // Any replica may create or rotate the Secret. Writes are optimistic: a replica that loses a race
 // (AlreadyExists, Conflict) re-reads the Secret and uses what the winner wrote, so two replicas
@@ -21,12 +22,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -76,6 +79,10 @@ type Options struct {
 	// whose every webhook gets the CA bundle.
 	MutatingWebhookConfigurations   []string
 	ValidatingWebhookConfigurations []string
+	// ConversionCRDs name the CustomResourceDefinitions whose conversion webhook gets the CA
+	// bundle, as long as it calls ServiceName in Namespace (a CRD of OpenKruise's, converted by
+	// kruise-manager, is left alone).
+	ConversionCRDs []string
 	// Mode defaults to ModeAuto.
 	Mode Mode
 	// CAValidity defaults to 10 years, CertValidity to 1 year; each is renewed after two thirds.
@@ -209,7 +216,7 @@ func (m *Manager) external(ctx context.Context) (bool, error) {
 	case ModeSelf:
 		return false, nil
 	}
-	for _, obj := range m.webhookConfigurations() {
+	for _, obj := range m.bundleHolders() {
 		if err := m.reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
@@ -225,13 +232,18 @@ func (m *Manager) external(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-func (m *Manager) webhookConfigurations() []client.Object {
+// bundleHolders are the objects that carry the CA bundle: the webhook configurations and the
+// conversion CRDs.
+func (m *Manager) bundleHolders() []client.Object {
 	var objs []client.Object
 	for _, n := range m.opts.MutatingWebhookConfigurations {
 		objs = append(objs, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: n}})
 	}
 	for _, n := range m.opts.ValidatingWebhookConfigurations {
 		objs = append(objs, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	for _, n := range m.opts.ConversionCRDs {
+		objs = append(objs, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: n}})
 	}
 	return objs
 }
@@ -373,11 +385,11 @@ func (m *Manager) writeFiles(secret *corev1.Secret) error {
 	return nil
 }
 
-// injectCABundle sets caBundle on every webhook of the named configurations. A configuration
-// that does not exist (yet) is skipped; the next pass picks it up.
+// injectCABundle sets caBundle on every webhook of the named configurations and CRDs. One that
+// does not exist (yet) is skipped; the next pass picks it up.
 func (m *Manager) injectCABundle(ctx context.Context, caBundle []byte) error {
 	var errs []error
-	for _, obj := range m.webhookConfigurations() {
+	for _, obj := range m.bundleHolders() {
 		// A conflict means someone else (typically the other replica, with the same bundle) wrote
 		// in between: read again and see whether anything is left to do.
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -385,7 +397,7 @@ func (m *Manager) injectCABundle(ctx context.Context, caBundle []byte) error {
 				return err
 			}
 			orig := obj.DeepCopyObject().(client.Object)
-			if !setCABundle(obj, caBundle) {
+			if !m.setCABundle(obj, caBundle) {
 				return nil
 			}
 			// Optimistic lock: the merge patch replaces the whole webhooks list, so it must be
@@ -393,12 +405,12 @@ func (m *Manager) injectCABundle(ctx context.Context, caBundle []byte) error {
 			if err := m.client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 				return err
 			}
-			m.log.Info("patched the CA bundle", "webhookConfiguration", obj.GetName())
+			m.log.Info("patched the CA bundle", "kind", kindOf(obj), "name", obj.GetName())
 			return nil
 		})
 		switch {
 		case apierrors.IsNotFound(err):
-			m.log.Info("webhook configuration not found; its CA bundle is set once it exists", "name", obj.GetName())
+			m.log.Info("not found; its CA bundle is set once it exists", "kind", kindOf(obj), "name", obj.GetName())
 		case err != nil:
 			errs = append(errs, fmt.Errorf("setting the CA bundle of %s: %w", obj.GetName(), err))
 		}
@@ -406,8 +418,11 @@ func (m *Manager) injectCABundle(ctx context.Context, caBundle []byte) error {
 	return errors.Join(errs...)
 }
 
+// kindOf names obj's kind for a log line (the typed objects here carry no TypeMeta).
+func kindOf(obj client.Object) string { return reflect.TypeOf(obj).Elem().Name() }
+
 // setCABundle sets caBundle on every webhook of obj and reports whether anything changed.
-func setCABundle(obj client.Object, caBundle []byte) bool {
+func (m *Manager) setCABundle(obj client.Object, caBundle []byte) bool {
 	changed := false
 	set := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		if !bytes.Equal(cc.CABundle, caBundle) {
@@ -423,6 +438,14 @@ func setCABundle(obj client.Object, caBundle []byte) bool {
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i := range o.Webhooks {
 			set(&o.Webhooks[i].ClientConfig)
+		}
+	case *apiextensionsv1.CustomResourceDefinition:
+		if c := o.Spec.Conversion; c != nil && c.Strategy == apiextensionsv1.WebhookConverter && c.Webhook != nil && c.Webhook.ClientConfig != nil {
+			cc := c.Webhook.ClientConfig
+			if svc := cc.Service; svc != nil && svc.Namespace == m.opts.Namespace && svc.Name == m.opts.ServiceName && !bytes.Equal(cc.CABundle, caBundle) {
+				cc.CABundle = caBundle
+				changed = true
+			}
 		}
 	}
 	return changed

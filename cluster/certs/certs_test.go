@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +20,12 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -32,6 +35,10 @@ import (
 const (
 	namespace = "probeshim-system"
 	hooks     = "probeshim" // the configurations' name in cluster/deploy/webhooks.yaml
+	// crrCRD converts through the deployment's Service (cluster/deploy's patch); foreignCRD
+	// through another (as OpenKruise's next release converts through kruise-manager's).
+	crrCRD     = "containerrecreaterequests.apps.kruise.io"
+	foreignCRD = "widgets.example.com"
 )
 
 var testEnv struct {
@@ -71,7 +78,48 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{conversionCRD(crrCRD, "probeshim-webhook"), conversionCRD(foreignCRD, "kruise-webhook-service")} {
+		if err := testEnv.c.Create(ctx, crd); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	return m.Run()
+}
+
+// conversionCRD is a CRD of two versions named name, converted by the webhook of service (in
+// namespace, or kruise-system for another).
+func conversionCRD(name, service string) *apiextensionsv1.CustomResourceDefinition {
+	plural, group, _ := strings.Cut(name, ".")
+	ns := namespace
+	if service != "probeshim-webhook" {
+		ns = "kruise-system"
+	}
+	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: "K" + plural},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1alpha1", Served: true, Storage: true, Schema: schema},
+				{Name: "v1beta1", Served: true, Schema: schema},
+			},
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+				Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+					ClientConfig: &apiextensionsv1.WebhookClientConfig{Service: &apiextensionsv1.ServiceReference{Namespace: ns, Name: service, Path: ptr.To("/convert")}}}},
+		},
+	}
+}
+
+// conversionBundle is the caBundle of the CRD's conversion webhook.
+func conversionBundle(t *testing.T, name string) []byte {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := testEnv.c.Get(context.Background(), client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd.Spec.Conversion.Webhook.ClientConfig.CABundle
 }
 
 func createManifest(ctx context.Context, path string) error {
@@ -114,6 +162,7 @@ func newManager(t *testing.T, secret string, now func() time.Time) *Manager {
 		CertDir:                         t.TempDir(),
 		MutatingWebhookConfigurations:   []string{hooks},
 		ValidatingWebhookConfigurations: []string{hooks},
+		ConversionCRDs:                  []string{crrCRD, foreignCRD},
 		Now:                             now,
 	})
 	if err != nil {
@@ -131,7 +180,8 @@ func getSecret(t *testing.T, name string) *corev1.Secret {
 	return s
 }
 
-// caBundles returns the caBundle of every webhook in the deployed configurations.
+// caBundles returns the caBundle of every webhook in the deployed configurations and of the
+// conversion webhook the deployment serves; the foreign CRD's must stay empty.
 func caBundles(t *testing.T) [][]byte {
 	t.Helper()
 	ctx := context.Background()
@@ -150,7 +200,10 @@ func caBundles(t *testing.T) [][]byte {
 	for _, w := range vwc.Webhooks {
 		out = append(out, w.ClientConfig.CABundle)
 	}
-	return out
+	if b := conversionBundle(t, foreignCRD); len(b) != 0 {
+		t.Errorf("the CA bundle was set on %s, whose conversion webhook is another service's", foreignCRD)
+	}
+	return append(out, conversionBundle(t, crrCRD))
 }
 
 // checkServing verifies that m's directory holds the Secret's pair and that the certificate is

@@ -201,7 +201,7 @@ func (o Observation) Conflicts() []Conflict {
 	}
 	if o.CRRStorage != "" && o.CRRStorage != "v1alpha1" {
 		add("ContainerRecreateRequest CRD storing "+o.CRRStorage, "ContainerRecreateRequest v1alpha1 API", WorkCRR,
-			"probeshim serves v1alpha1 only; converting needs kruise-manager's conversion webhook")
+			"probeshim's node services read v1alpha1, which Kruise's CRD converts through kruise-manager's webhook")
 	}
 	return out
 }

@@ -200,8 +200,9 @@ func preflight(obs Observation, o HandoverOptions) error {
 		errs = append(errs, fmt.Errorf("DaemonSet %s/%s still exists: its pods would carry out requests too; wait for Kruise's chart to remove it", o.KruiseNamespace, DaemonName))
 	}
 	if o.CRR && obs.CRRStorage != "" && obs.CRRStorage != "v1alpha1" {
-		errs = append(errs, fmt.Errorf("this cluster stores ContainerRecreateRequests as %s (a Kruise build newer than v1.9); probeshim serves "+
-			"v1alpha1 only and has no conversion for it: hand over --probes only, and keep Kruise for ContainerRecreateRequests", obs.CRRStorage))
+		errs = append(errs, fmt.Errorf("this cluster stores ContainerRecreateRequests as %s (a Kruise build newer than v1.9) in Kruise's CRD, "+
+			"which kruise-manager's webhook converts: probeshim's node services read v1alpha1, and once Kruise goes no version could be read "+
+			"(probeshim converts only on a CRD of its own): hand over --probes only, and keep Kruise for ContainerRecreateRequests", obs.CRRStorage))
 	}
 	return errors.Join(errs...)
 }

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1beta1"
 	"github.com/probeshim/probeshim/internal/kubebin"
 	"github.com/probeshim/probeshim/internal/poll"
 )
@@ -108,6 +109,9 @@ func startEnv(assets string) (func(), error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := v1beta1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	testEnv.scheme = scheme
 
 	objs, err := loadManifests(scheme, "webhooks.yaml", "admission-policies.yaml", "rbac.yaml", "rbac-nodes.yaml")
@@ -151,6 +155,9 @@ func startEnv(assets string) (func(), error) {
 	}
 	env := kubebin.Environment(assets, kubebin.CRDs())
 	env.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", admissionConfig)
+	// With the scheme, envtest points the conversion webhook of every CRD whose kinds convert
+	// (ContainerRecreateRequest) at the local server, as cluster/deploy points it at the Service.
+	env.Scheme = scheme
 	env.WebhookInstallOptions = envtest.WebhookInstallOptions{
 		LocalServingHost:   "127.0.0.1",
 		MutatingWebhooks:   mutating,
@@ -175,7 +182,7 @@ func startEnv(assets string) (func(), error) {
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.ClientAuth = tls.RequestClientCert }}})
 	testEnv.webhookURL = "https://" + net.JoinHostPort(wo.LocalServingHost, strconv.Itoa(wo.LocalServingPort))
 	testEnv.calls = &callCounter{counts: map[string]int{}}
-	Register(testEnv.calls.wrap(srv), admin, admin, Options{Namespaces: admin,
+	Register(testEnv.calls.wrap(srv), admin, admin, Options{Namespaces: admin, Scheme: scheme,
 		ClientAuth: &ClientAuth{CAs: poolOf(pki.ca), Names: []string{apiServerClientName}}})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Start(ctx) }()

@@ -5,8 +5,10 @@ package webhook
 import (
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 )
@@ -23,6 +25,10 @@ const (
 
 	PathContainerRecreateRequestMutate   = "/mutate-containerrecreaterequest"
 	PathContainerRecreateRequestValidate = "/validate-containerrecreaterequest"
+
+	// PathConversion converts ContainerRecreateRequests between v1alpha1 (stored) and v1beta1;
+	// the CRD's spec.conversion names it.
+	PathConversion = "/convert"
 )
 
 // Holds say why OpenKruise does probeshim's work now ("" when it does not; nil never holds): see
@@ -37,12 +43,16 @@ type Options struct {
 	// MaxProbeTimeoutSeconds is the ceiling on the timeoutSeconds of the probes of markers and of
 	// enhanced liveness (0: validation.DefaultMaxTimeoutSeconds; below 0: none).
 	MaxProbeTimeoutSeconds int32
-	// ClientAuth, when set, makes every handler answer only clients with its certificate.
+	// ClientAuth, when set, makes every admission handler answer only clients with its certificate
+	// (the conversion handler answers anyone: see Register).
 	ClientAuth *ClientAuth
 	// ServedNodeAffinity is the cluster's default tie of enhanced-liveness pods to served nodes
 	// (see LivenessMutator.ServedNodes); Namespaces reads the namespaces' own choice.
 	ServedNodeAffinity string
 	Namespaces         client.Reader
+	// Scheme holds the versions the conversion webhook converts between (apis/v1alpha1, the hub,
+	// and apis/v1beta1); nil serves no conversion.
+	Scheme *runtime.Scheme
 }
 
 // Server is where handlers are registered; controller-runtime's webhook.Server is one.
@@ -59,6 +69,12 @@ func Register(srv Server, reviewer AccessReviewer, pods client.Reader, opts Opti
 	maxTimeout := opts.MaxProbeTimeoutSeconds
 	if maxTimeout == 0 {
 		maxTimeout = validation.DefaultMaxTimeoutSeconds
+	}
+	if opts.Scheme != nil {
+		// Not behind ClientAuth: the API server presents no client certificate to conversion
+		// webhooks (kubernetes/kubernetes#131810). A conversion is a pure function of the objects
+		// in the request: it reads and tells nothing else.
+		srv.Register(PathConversion, conversion.NewWebhookHandler(opts.Scheme, conversion.NewRegistry())) // the types' own Hub and Convertible
 	}
 	if opts.ClientAuth != nil {
 		srv = guarded{srv, opts.ClientAuth}

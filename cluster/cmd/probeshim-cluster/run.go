@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1beta1"
 	"github.com/probeshim/probeshim/cluster/certs"
 	"github.com/probeshim/probeshim/cluster/controller"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
@@ -50,6 +51,9 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1beta1.AddToScheme(scheme); err != nil { // served through the conversion webhook
 		return err
 	}
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil { // Kruise's CRR storage version
@@ -126,6 +130,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 		CertDir:                         o.certDir,
 		MutatingWebhookConfigurations:   []string{o.webhookConfigName},
 		ValidatingWebhookConfigurations: []string{o.webhookConfigName},
+		ConversionCRDs:                  []string{v1alpha1.Resource("containerrecreaterequests").String()},
 		Mode:                            certs.Mode(o.certMode),
 	})
 	if err != nil {
@@ -177,7 +182,7 @@ func run(ctx context.Context, cfg *rest.Config, o options) error {
 	}
 	probeshimwebhook.Register(mgr.GetWebhookServer(), mgr.GetClient(), mgr.GetAPIReader(), probeshimwebhook.Options{
 		Holds: probeshimwebhook.Holds{Probes: holdProbes, CRR: holdCRR}, MaxProbeTimeoutSeconds: int32(o.maxProbeTimeout),
-		ClientAuth: clientAuth, ServedNodeAffinity: o.servedNodes, Namespaces: mgr.GetClient()})
+		ClientAuth: clientAuth, ServedNodeAffinity: o.servedNodes, Namespaces: mgr.GetClient(), Scheme: scheme})
 	policies, err := probeshimwebhook.NewPolicyChecker(mgr.GetAPIReader(), ctrlmetrics.Registry)
 	if err != nil {
 		return err
