@@ -25,13 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
+	"github.com/probeshim/probeshim/apis/v1beta1"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/internal/logtail"
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme), framework.WithImages(cluster.Image()))
+	framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme, v1beta1.AddToScheme), framework.WithImages(cluster.Image()))
 }
 
 const (
@@ -77,6 +78,7 @@ func TestContainerRecreateRequest(t *testing.T) {
 		t.Run("injected gate", s.injectedGate)
 		t.Run("force", s.force)
 		t.Run("two requests", s.twoRequests)
+		t.Run("v1beta1", s.v1beta1)
 	})
 	t.Run("node service killed", s.serviceKilled)
 }
