@@ -12,6 +12,13 @@
 //
 // When cert-manager manages the certificate instead (its cainjector annotation on the webhook
 // configurations, or Mode external), the package only waits for the files to appear.
+//
+// Why not open-policy-agent/cert-controller (tried, v0.16.0): its rotator reads through a cache of
+// its own, which lists and watches every webhook configuration and CRD of the cluster and every
+// Secret of the namespace, where this package gets its objects by name (RBAC with resourceNames);
+// and it replaces the CA and the serving certificate together, so a replica still serving the old
+// pair fails the API server's handshakes until it reloads, where this package keeps the old CA in
+// the bundle beside the new one. cert-manager is the maintained path (certManager.enabled).
 package certs
 
 import (
