@@ -65,6 +65,7 @@ func TestPackages(t *testing.T) {
 	t.Run("changelog", func(t *testing.T) { t.Parallel(); testChangelog(t, f) })
 	t.Run("deb", func(t *testing.T) { t.Parallel(); testDeb(t, f) })
 	t.Run("rpm", func(t *testing.T) { t.Parallel(); testRPM(t, f) })
+	t.Run("apt", func(t *testing.T) { t.Parallel(); testApt(t, f) })
 	t.Run("sandbox", func(t *testing.T) { t.Parallel(); testSandbox(t, f) })
 	t.Run("cri-socket", func(t *testing.T) { t.Parallel(); testCRISocket(t, f) })
 	t.Run("no-systemd", func(t *testing.T) { t.Parallel(); testWithoutSystemd(t, f) })
@@ -132,6 +133,8 @@ func setup(t *testing.T) *fixture {
 			"./packaging/internal/cricheck")
 		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "httpsget"),
 			"./packaging/internal/httpsget")
+		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "servedir"),
+			"./packaging/internal/servedir")
 	})
 	for i := range f.deb {
 		f.deb[i] = filepath.Join(f.build, f.deb[i])

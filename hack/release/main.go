@@ -25,6 +25,11 @@
 // half it writes as probeshim-release-key.asc like a real one.
 //
 //	go run ./hack/release [-out dir] [-repo-url https://…] [-publish registry.example/probeshim [-insecure]]
+//	go run ./hack/release -apt-repo dir [-repo-url …] package.deb...
+//
+// -apt-repo writes only an apt repository of the given packages into dir/apt, signed as a release
+// signs it (the same key rules), with its sources file and dir/probeshim-release-key.asc: the package
+// tests install from it with apt-get, as users install from the published one.
 //
 // -publish also pushes the image index to <registry>/probeshim-cluster:<tag> (hack/image -push),
 // after everything else succeeded; it needs a real key.
@@ -87,6 +92,7 @@ type options struct {
 	pushTo      string // push the image index under this registry; "" for a dry run
 	insecure    bool
 	report      io.Writer // the list of files written
+	aptOnly     string    // -apt-repo: write only an apt repository of the arguments' packages here
 }
 
 func main() {
@@ -96,12 +102,20 @@ func main() {
 	flag.StringVar(&o.downloadURL, "download-url", defaultDownloadURL, "where the release's files will be downloaded from, before the version, for the krew manifest")
 	flag.StringVar(&o.pushTo, "publish", "", "push the image index to <registry>/probeshim-cluster:<tag> after the build, e.g. registry.example/probeshim")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP")
+	flag.StringVar(&o.aptOnly, "apt-repo", "", "write only a signed apt repository of the .deb files named as arguments into this folder (package tests)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	var err error
-	if o.root, err = os.Getwd(); err == nil {
-		err = release(ctx, o)
+	switch {
+	case o.aptOnly != "":
+		err = aptRepoOnly(o, flag.Args())
+	case flag.NArg() > 0:
+		err = fmt.Errorf("unexpected arguments %q (package files go with -apt-repo)", flag.Args())
+	default:
+		if o.root, err = os.Getwd(); err == nil {
+			err = release(ctx, o)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -398,6 +412,37 @@ func (r *build) repositories(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// aptRepoOnly is -apt-repo: the repository of debs in o.aptOnly/apt, its sources file and the
+// public key, dated SOURCE_DATE_EPOCH (or now).
+func aptRepoOnly(o options, debs []string) error {
+	if len(debs) == 0 {
+		return errors.New("-apt-repo: name the .deb files to put in the repository")
+	}
+	date := time.Now().UTC().Truncate(time.Second)
+	if e := os.Getenv("SOURCE_DATE_EPOCH"); e != "" {
+		sec, err := strconv.ParseInt(e, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
+		}
+		date = time.Unix(sec, 0).UTC()
+	}
+	s, err := newSigner(o.keyFile, o.passphrase, date)
+	if err != nil {
+		return err
+	}
+	pub, err := s.publicKey()
+	if err != nil {
+		return err
+	}
+	if err := aptRepo(filepath.Join(o.aptOnly, "apt"), debs, s, date, "packages"); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(o.aptOnly, keyFile), pub); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(o.aptOnly, "apt", "probeshim.sources"), aptSourcesFile(o.repoURL))
 }
 
 // signatures writes <file>.asc of SHA256SUMS and of every artifact.

@@ -69,13 +69,14 @@ gpgkey=%s/probeshim-release-key.asc
 }
 
 // aptSourcesFile is the deb822 sources file users put in /etc/apt/sources.list.d/, with the key
-// from probeshim-release-key.asc (dearmored: gpg --dearmor) in /etc/apt/keyrings/probeshim.gpg.
+// probeshim-release-key.asc as it is downloaded in /etc/apt/keyrings/probeshim.asc (apt reads an
+// armored key by its .asc name, so no gpg --dearmor and no gnupg on the node).
 func aptSourcesFile(baseURL string) []byte {
 	return []byte(fmt.Sprintf(`Types: deb
 URIs: %s/apt
 Suites: %s
 Components: %s
-Signed-By: /etc/apt/keyrings/probeshim.gpg
+Signed-By: /etc/apt/keyrings/probeshim.asc
 `, baseURL, aptSuite, aptComponent))
 }
 
