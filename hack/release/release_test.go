@@ -438,6 +438,11 @@ func TestReleaseTwice(t *testing.T) {
 	checkAptRepo(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
 	aptGet(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
 	checkRPMRepo(t, filepath.Join(out, "repo", "rpm"), pub, len(rpms))
+	rpmByArch := map[string]string{}
+	for _, arch := range arches {
+		rpmByArch[rpmArches[arch]] = filepath.Join(out, findArch(rpms, "."+rpmArches[arch]+".rpm"))
+	}
+	dnfGet(t, filepath.Join(out, "repo", "rpm"), rpmByArch)
 }
 
 // checkAptRepo checks the apt repository at dir holds debs (arch -> file), signed by pub.
