@@ -67,7 +67,7 @@ func dnfGet(t *testing.T, dir string, rpms map[string]string) {
 	}
 	for _, tc := range []struct {
 		name, file, want string
-		edit         func([]byte) []byte
+		edit             func([]byte) []byte
 	}{
 		{"repomd.xml changed after signing", filepath.Join(dir, "repodata", "repomd.xml"), "Ignoring repositories: probeshim",
 			func(b []byte) []byte { return bytes.Replace(b, []byte("<revision>"), []byte("<revision>9"), 1) }},
