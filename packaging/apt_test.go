@@ -13,12 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
-
 	"github.com/probeshim/probeshim/internal/logtail"
 	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testpki"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 )
 
@@ -153,24 +150,8 @@ func tamper(t *testing.T, p string, edit func([]byte) []byte) func() {
 // is given to hack/release (PROBESHIM_RELEASE_KEY): both publications are signed with it.
 func writeRepoKey(t *testing.T, dir string) string {
 	t.Helper()
-	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return time.Now().Add(-time.Hour) }}
-	e, err := openpgp.NewEntity("probeshim package test", "", "pkgtest@example.invalid", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w, err := armor.Encode(&buf, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivate(w, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(dir, "repo-key.asc")
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(p, testpki.OpenPGPKey(t, time.Now().Add(-time.Hour)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

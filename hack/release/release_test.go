@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 // epoch stands for the commit's time: in the past, as a commit's is (verifying a signature made
@@ -738,24 +739,8 @@ func sha256sumCheck(t *testing.T, dir string) {
 // writeTestKey writes an armored Ed25519 private key created at created and returns its file.
 func writeTestKey(t *testing.T, created time.Time) string {
 	t.Helper()
-	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return created }}
-	e, err := openpgp.NewEntity("probeshim test", "", "test@example.invalid", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	w, err := armor.Encode(&buf, openpgp.PrivateKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.SerializePrivate(w, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "key.asc")
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(p, testpki.OpenPGPKey(t, created), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p

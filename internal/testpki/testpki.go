@@ -1,10 +1,12 @@
 // Copyright 2026 The probeshim Authors. Licensed under the Apache License, Version 2.0.
 
 // Package testpki issues throwaway certificates for tests: a CA, and client or server certificates
-// it signs, in the shapes the API server's client CA and the webhook's serving CA produce.
+// it signs, in the shapes the API server's client CA and the webhook's serving CA produce; and
+// OpenPGP keys, as a release is signed with.
 package testpki
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,6 +16,10 @@ import (
 	"math/big"
 	"testing"
 	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
 // CA is a certificate authority valid for an hour either side of its creation.
@@ -96,4 +102,27 @@ func sign(t testing.TB, tmpl, parent *x509.Certificate, key, signer *ecdsa.Priva
 		t.Fatal(err)
 	}
 	return cert, der
+}
+
+// OpenPGPKey returns an armored private Ed25519 OpenPGP key created at created, in the form
+// hack/release takes its release key (PROBESHIM_RELEASE_KEY).
+func OpenPGPKey(t testing.TB, created time.Time) []byte {
+	t.Helper()
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return created }}
+	e, err := openpgp.NewEntity("probeshim test", "", "test@example.invalid", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := armor.Encode(&buf, openpgp.PrivateKeyType, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SerializePrivate(w, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
