@@ -415,9 +415,16 @@ func (m *Manager) injectCABundle(ctx context.Context, caBundle []byte) error {
 			m.log.Info("patched the CA bundle", "kind", kindOf(obj), "name", obj.GetName())
 			return nil
 		})
+		_, crd := obj.(*apiextensionsv1.CustomResourceDefinition)
 		switch {
 		case apierrors.IsNotFound(err):
 			m.log.Info("not found; its CA bundle is set once it exists", "kind", kindOf(obj), "name", obj.GetName())
+		case err != nil && crd:
+			// Only the v1beta1 API waits on a conversion bundle; admission must not wait on it (an
+			// image upgraded before its RBAC would otherwise stay unready, and fail-closed
+			// webhooks refuse pods). Retried every pass.
+			m.log.Error(err, "cannot set the CA bundle of the CRD's conversion webhook: the other API versions of its kind "+
+				"cannot be read or written until it is set (is the deployment's RBAC current?)", "name", obj.GetName())
 		case err != nil:
 			errs = append(errs, fmt.Errorf("setting the CA bundle of %s: %w", obj.GetName(), err))
 		}

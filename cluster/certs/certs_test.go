@@ -21,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -409,4 +410,42 @@ func TestCertManagerPresent(t *testing.T) {
 	if err := m.ReadyCheck(nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A CRD's conversion bundle that cannot be set (an image upgraded before its RBAC) is logged and
+// retried, but does not hold the webhook server: admission does not wait on the v1beta1 API.
+func TestConversionBundleDoesNotHoldReadiness(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	forbidCRDs := forbidCRDPatch{testEnv.c}
+	m, err := New(testEnv.c, forbidCRDs, Options{
+		Namespace: namespace, SecretName: "probeshim-webhook-certs-rbac", ServiceName: "probeshim-webhook",
+		CertDir: t.TempDir(), MutatingWebhookConfigurations: []string{hooks}, ValidatingWebhookConfigurations: []string{hooks},
+		ConversionCRDs: []string{crrCRD},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Ensure(ctx); err != nil {
+		t.Fatalf("a forbidden CRD patch failed the pass: %v", err)
+	}
+	if err := m.ReadyCheck(nil); err != nil {
+		t.Fatalf("not ready: %v", err)
+	}
+	s := getSecret(t, "probeshim-webhook-certs-rbac")
+	for i, b := range caBundles(t)[:len(caBundles(t))-1] { // the webhook configurations'
+		if !bytes.Equal(b, s.Data[KeyCABundle]) {
+			t.Errorf("webhook %d: caBundle is not the Secret's ca.crt", i)
+		}
+	}
+}
+
+// forbidCRDPatch answers every CRD patch Forbidden, as the API server does without the RBAC rule.
+type forbidCRDPatch struct{ client.Client }
+
+func (f forbidCRDPatch) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if _, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		return apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), obj.GetName(), errors.New("no patch"))
+	}
+	return f.Client.Patch(ctx, obj, patch, opts...)
 }
