@@ -33,9 +33,8 @@ func testApt(t *testing.T, f *fixture) {
 	repo := filepath.Join(f.work, "aptrepo")
 	publish := func(debs ...string) {
 		t.Helper()
-		args := append([]string{"run", "./hack/release", "-apt-repo", repo, "-repo-url", repoURL}, debs...)
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = f.repo, append(os.Environ(), "PROBESHIM_RELEASE_KEY="+key)
+		cmd := exec.Command(filepath.Join(f.build, "release"), append([]string{"-apt-repo", repo, "-repo-url", repoURL}, debs...)...)
+		cmd.Env = append(os.Environ(), "PROBESHIM_RELEASE_KEY="+key)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("hack/release -apt-repo: %v\n%s", err, out)
 		}
@@ -65,7 +64,7 @@ func testApt(t *testing.T, f *fixture) {
 			t.Fatalf("apt-get update warned:\n%s", out)
 		}
 		n.sh("DEBIAN_FRONTEND=noninteractive apt-get install -y probeshim 2>&1")
-		if v := n.sh("dpkg-query -W -f='${Version}' probeshim"); v != v1 {
+		if v := installed(n); v != v1 {
 			t.Fatalf("installed %q, want %q", v, v1)
 		}
 		n.expectStartedOnBareNode()
@@ -105,7 +104,7 @@ func testApt(t *testing.T, f *fixture) {
 		if ok || !strings.Contains(out, "Hash Sum mismatch") {
 			t.Fatalf("apt-get upgrade of a tampered package: succeeded=%v, want a Hash Sum mismatch:\n%s", ok, out)
 		}
-		if v := n.sh("dpkg-query -W -f='${Version}' probeshim"); v != v1 {
+		if v := installed(n); v != v1 {
 			t.Fatalf("after the refused upgrade %q is installed, want %q still", v, v1)
 		}
 	})
@@ -113,7 +112,7 @@ func testApt(t *testing.T, f *fixture) {
 	step(t, "apt-get upgrade takes the next version and restarts the service", func() {
 		before := n.expectRunning(true)
 		n.sh("DEBIAN_FRONTEND=noninteractive apt-get upgrade -y 2>&1")
-		if v := n.sh("dpkg-query -W -f='${Version}' probeshim"); v != v2 {
+		if v := installed(n); v != v2 {
 			t.Fatalf("upgraded to %q, want %q", v, v2)
 		}
 		if after := n.expectRunning(true); after == before {
@@ -155,6 +154,12 @@ func writeRepoKey(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// installed is the version of the installed package, as dpkg shows it.
+func installed(n *node) string {
+	n.t.Helper()
+	return n.sh("dpkg-query -W -f='${Version}' probeshim")
 }
 
 // candidate is the version apt-get install would take.

@@ -135,6 +135,8 @@ func setup(t *testing.T) *fixture {
 			"./packaging/internal/httpsget")
 		run(t, repo, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(f.build, "servedir"),
 			"./packaging/internal/servedir")
+		// The release tool, for the apt repository of testApt (its -apt-repo).
+		run(t, repo, nil, "go", "build", "-o", filepath.Join(f.build, "release"), "./hack/release")
 	})
 	for i := range f.deb {
 		f.deb[i] = filepath.Join(f.build, f.deb[i])
@@ -256,7 +258,7 @@ systemctl daemon-reload`, unit, unit, execStart)
 		// confold: keep the admin's file and put the new default beside it (what apt does when the
 		// admin answers the conffile prompt with "keep"); no prompt without a terminal.
 		n.sh("dpkg -i --force-confdef --force-confold %s", in(f.deb[1]))
-		if v := n.sh("dpkg-query -W -f='${Version}' probeshim"); v != f.ver[1]+"-1" {
+		if v := installed(n); v != f.ver[1]+"-1" {
 			t.Fatalf("installed version %s, want %s-1", v, f.ver[1])
 		}
 		newPID := n.expectRunning(true)

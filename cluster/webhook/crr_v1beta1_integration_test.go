@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -67,12 +68,7 @@ func TestContainerRecreateRequestV1beta1(t *testing.T) {
 		t.Fatal(err)
 	}
 	at, _ := time.Parse(time.RFC3339, stamp)
-	var grace *metav1.Condition
-	for i, c := range b.Status.Conditions {
-		if c.Type == v1beta1.ConditionPreRecreateGrace {
-			grace = &b.Status.Conditions[i]
-		}
-	}
+	grace := meta.FindStatusCondition(b.Status.Conditions, v1beta1.ConditionPreRecreateGrace)
 	if grace == nil || grace.Status != metav1.ConditionTrue || !grace.LastTransitionTime.Time.Equal(at.Truncate(time.Second)) {
 		t.Fatalf("read as v1beta1 after the grace was stamped: conditions %+v, want PreRecreateGrace True at %s", b.Status.Conditions, stamp)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,12 +58,7 @@ func (s *suite) v1beta1(t *testing.T) {
 	if st := cur.Status.ContainerRecreateStates; len(st) != 1 || st[0].Phase != v1alpha1.ContainerRecreateRequestSucceeded || !st[0].IsKilled {
 		t.Errorf("container states %+v, want main Succeeded and killed", st)
 	}
-	var grace *metav1.Condition
-	for i := range cur.Status.Conditions {
-		if cur.Status.Conditions[i].Type == v1beta1.ConditionPreRecreateGrace {
-			grace = &cur.Status.Conditions[i]
-		}
-	}
+	grace := meta.FindStatusCondition(cur.Status.Conditions, v1beta1.ConditionPreRecreateGrace)
 	if grace == nil || grace.Status != metav1.ConditionTrue || grace.LastTransitionTime.After(cur.Status.CompletionTime.Time) {
 		t.Errorf("conditions %+v, want PreRecreateGrace True, from before the completion at %s", cur.Status.Conditions, cur.Status.CompletionTime)
 	}

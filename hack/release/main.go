@@ -415,19 +415,12 @@ func (r *build) repositories(ctx context.Context) error {
 }
 
 // aptRepoOnly is -apt-repo: the repository of debs in o.aptOnly/apt, its sources file and the
-// public key, dated SOURCE_DATE_EPOCH (or now).
+// public key, dated now (a test's publication, not a release's reproducible one).
 func aptRepoOnly(o options, debs []string) error {
 	if len(debs) == 0 {
 		return errors.New("-apt-repo: name the .deb files to put in the repository")
 	}
 	date := time.Now().UTC().Truncate(time.Second)
-	if e := os.Getenv("SOURCE_DATE_EPOCH"); e != "" {
-		sec, err := strconv.ParseInt(e, 10, 64)
-		if err != nil {
-			return fmt.Errorf("SOURCE_DATE_EPOCH: %w", err)
-		}
-		date = time.Unix(sec, 0).UTC()
-	}
 	s, err := newSigner(o.keyFile, o.passphrase, date)
 	if err != nil {
 		return err
