@@ -196,9 +196,12 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	cancelStart()
 	if pipes != nil {
 		pipes.started()
-		if err != nil && strings.Contains(err.Error(), shimOpenFailed) {
+		if err != nil && (strings.Contains(err.Error(), shimOpenFailed) || pipes.named(err)) {
 			// The shim cannot open our /proc (another PID namespace, a
-			// hardened /proc): FIFOs from now on.
+			// hardened /proc): FIFOs from now on. Its wording varies (1.7
+			// stats the path first: "unable to copy pipes: stat
+			// /proc/<pid>/fd/<n>: permission denied" when that pid is
+			// another process in its namespace), the path it names does not.
 			c.pipes.Store(false)
 			c.log.WithError(err).Warn("the runtime's shim cannot open exec output pipes; using FIFOs")
 		}

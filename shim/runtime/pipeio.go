@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"strings"
 	"sync"
 
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -58,6 +60,12 @@ func newPipeIO(stdout, stderr io.Writer) (_ *pipeIO, err error) {
 }
 
 func (p *pipeIO) Config() cio.Config { return p.cfg }
+
+// named reports whether err names a path of our /proc/<pid>/fd/, where the pipes are: the shim
+// could not use them.
+func (p *pipeIO) named(err error) bool {
+	return strings.Contains(err.Error(), path.Dir(p.cfg.Stdout)+"/")
+}
 
 // started drops our write ends once the shim holds its own (it opens them
 // synchronously in the start call), so that the reads end when the process
