@@ -4,6 +4,7 @@ package charts
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testpki"
 )
 
 // TestInstallUpgradeUninstall installs the chart on a real API server (envtest: no kubelet, so no
@@ -124,6 +127,27 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Errorf("after the upgrade: the PodProbeMarker: %v", err)
 	}
 
+	// Once the deployment's Secret holds its CA, an upgrade renders that bundle into every webhook
+	// and the conversion webhook, those it adds too: none waits for a replica to patch it in.
+	ca := testpki.NewCA(t)
+	if _, err := kube.CoreV1().Secrets(namespace).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "probeshim-webhook-certs", Namespace: namespace},
+		Data:       map[string][]byte{"ca.crt": ca.PEM},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := vwcs.Delete(ctx, "probeshim", metav1.DeleteOptions{}); err != nil { // comes back as an upgrade adds it
+		t.Fatal(err)
+	}
+	if _, err := up.RunWithContext(ctx, "probeshim", ch, map[string]any{"replicas": 3}); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	for _, b := range caBundles(t, ctx, kube, dyn) {
+		if b.bundle != string(ca.PEM) {
+			t.Errorf("after an upgrade with the deployment's Secret in place: %s has caBundle %q, want the Secret's ca.crt", b.holder, b.bundle)
+		}
+	}
+
 	un := action.NewUninstall(cfg)
 	un.DisableHooks = true // no kubelet here runs the uninstall guard's Job (e2e/cluster's TestChart does)
 	if _, err := un.Run("probeshim"); err != nil {
@@ -141,6 +165,40 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if _, err := dyn.Resource(gvr("podprobemarkers")).Namespace("default").Get(ctx, "idle", metav1.GetOptions{}); err != nil {
 		t.Errorf("after uninstall: the PodProbeMarker (its CRD is kept): %v", err)
 	}
+}
+
+type caBundle struct{ holder, bundle string }
+
+// caBundles lists the CA bundle of every webhook of the chart's two configurations and of the
+// ContainerRecreateRequest CRD's conversion webhook.
+func caBundles(t *testing.T, ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) []caBundle {
+	t.Helper()
+	var out []caBundle
+	m, err := kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "probeshim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range m.Webhooks {
+		out = append(out, caBundle{"mutating webhook " + w.Name, string(w.ClientConfig.CABundle)})
+	}
+	v, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "probeshim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range v.Webhooks {
+		out = append(out, caBundle{"validating webhook " + w.Name, string(w.ClientConfig.CABundle)})
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	crd, err := dyn.Resource(crds).Get(ctx, "containerrecreaterequests.apps.kruise.io", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64, _, _ := unstructured.NestedString(crd.Object, "spec", "conversion", "webhook", "clientConfig", "caBundle")
+	bundle, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatalf("the CRD's conversion caBundle %q: %v", b64, err)
+	}
+	return append(out, caBundle{"the ContainerRecreateRequest CRD's conversion webhook", string(bundle)})
 }
 
 func gvr(resource string) schema.GroupVersionResource {

@@ -54,7 +54,7 @@ const (
 // NodePodProbe states and admission (a dry-run PodProbeMarker and a dry-run enhanced-liveness
 // pod), and then requires: the condition never left True, the NodePodProbe status never lost an
 // entry or a Succeeded, no container restarted, the CRDs are this tree's, the completed request
-// was not replayed, the webhooks were unanswered no longer than the Deployment's rollout, and
+// was not replayed, no admission was refused, and
 // the upgraded parts still work (the probe flips the condition, a new request restarts).
 func TestUpgrade(t *testing.T) {
 	c := framework.Get(t) // skips without root or the Kubernetes binaries
@@ -211,12 +211,16 @@ func TestUpgrade(t *testing.T) {
 			t.Error(v)
 		}
 	})
-	t.Run("webhooks down no longer than the rollout", func(t *testing.T) {
+	// The chart renders the deployment's CA bundle into every webhook, those this upgrade adds too
+	// (release N had no podprobemarkers.mutate.probeshim.io), and the replicas roll one by one:
+	// nothing is refused, not even for a moment.
+	t.Run("no admission refused", func(t *testing.T) {
 		if rep.admissionPolls == 0 {
 			t.Fatal("no admission poll during the upgrade")
 		}
-		if rep.longestGap > rollout {
-			t.Errorf("admission unanswered for %s, longer than the rollout (%s); last error: %s", rep.longestGap, rollout, rep.lastAdmissionErr)
+		if rep.admissionFailures > 0 {
+			t.Errorf("%d of %d admission polls refused, for up to %s (rollout %s); last error: %s",
+				rep.admissionFailures, rep.admissionPolls, rep.longestGap.Round(time.Millisecond), rollout.Round(time.Millisecond), rep.lastAdmissionErr)
 		}
 	})
 	t.Run("no container restarted", func(t *testing.T) {

@@ -60,3 +60,18 @@ OCI tags and label values do not allow) becomes "_" (charts/package.go). */}}
 {{- fail "image.digest: want sha256:<hex>" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The CA bundle the deployment keeps in its Secret (cluster/certs), rendered into the webhook
+configurations and the conversion webhook when the Secret exists (a `helm upgrade`): a webhook an
+upgrade adds would otherwise reach the API server with no bundle, and admission through it would be
+refused ("x509: certificate signed by unknown authority") until a replica patched it in. Empty when
+rendered without a cluster (helm template, Argo CD: nothing to drift from) and with cert-manager,
+whose cainjector owns the bundle. */}}
+{{- define "probeshim.caBundle" -}}
+{{- if not .Values.certManager.enabled -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace "probeshim-webhook-certs" -}}
+{{- if $secret -}}
+{{- index ($secret.data | default dict) "ca.crt" | default "" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
