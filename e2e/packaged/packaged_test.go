@@ -106,6 +106,26 @@ func TestPackagedServiceOnRig(t *testing.T) {
 		t.Logf("timing: both results in the NodePodProbe status %s after systemctl restart returned", time.Since(installed).Round(time.Millisecond))
 	})
 
+	// The container has a PID namespace of its own, containerd is the host's: the service tells so
+	// at start and its execs never hand the shim a /proc path it cannot open.
+	t.Run("exec output through FIFOs from the start", func(t *testing.T) {
+		entries, err := journal(ctx, ctr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var told bool
+		for _, e := range entries {
+			msg := fmt.Sprint(e["MESSAGE"])
+			told = told || strings.Contains(msg, "containerd runs in another PID namespace")
+			if strings.Contains(msg, "cannot open exec output pipes") {
+				t.Errorf("an exec fell back to FIFOs after its start failed: %s", msg)
+			}
+		}
+		if !told {
+			t.Error(`no "containerd runs in another PID namespace" in the service's journal`)
+		}
+	})
+
 	t.Run("flipping the file flips the exec probe", func(t *testing.T) {
 		s.boxExec(t, "rm", "-f", "/tmp/healthy")
 		s.waitState(t, execProbe, v1alpha1.ProbeFailed, 30*time.Second)

@@ -116,9 +116,13 @@ type Client struct {
 	readWarn sync.Once
 	// deletes are exec deletes that finish after their Exec returned.
 	deletes sync.WaitGroup
-	// pipes: exec output through pipes (pipeio.go) rather than FIFOs,
-	// until the shim is seen unable to open them.
+	// pipes: exec output through pipes (pipeio.go) rather than FIFOs, unless
+	// containerd is in another PID namespace or its shim is seen unable to
+	// open them.
 	pipes atomic.Bool
+	// pidNSKnown: whether containerd shares our PID namespace has been told
+	// (checkPIDNamespace).
+	pidNSKnown atomic.Bool
 	// exits delivers exec exits from the Tracker's event stream (exits.go).
 	exits exitRouter
 }
@@ -141,6 +145,8 @@ func New(opts ...Option) (*Client, error) {
 
 	c := &Client{opts: o, log: o.log, targets: map[string]*execTarget{}, reads: make(chan struct{}, maxReadsInFlight)}
 	c.pipes.Store(o.fifoDir == "")
+	c.pidNSKnown.Store(o.fifoDir != "")
+	c.checkPIDNamespace()
 	ctdConn, err := dial(o.containerdSocket)
 	if err != nil {
 		return nil, err
@@ -163,6 +169,27 @@ func New(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("containerd client: %w", err)
 	}
 	return c, nil
+}
+
+// checkPIDNamespace switches exec output to FIFOs when containerd, whose shims open the output
+// paths, is in another PID namespace: told before an exec rather than by its failure. Until it
+// can be told (containerd not up yet), every exec asks again first; an exec the shim still
+// cannot give its output to switches too (exec.go).
+func (c *Client) checkPIDNamespace() {
+	if c.pidNSKnown.Load() {
+		return
+	}
+	shared, err := sharesPIDNamespace(c.opts.containerdSocket)
+	if err != nil {
+		return
+	}
+	if c.pidNSKnown.Swap(true) {
+		return
+	}
+	if !shared {
+		c.pipes.Store(false)
+		c.log.WithField("socket", c.opts.containerdSocket).Info("containerd runs in another PID namespace: exec output goes through FIFOs")
+	}
 }
 
 func dial(socket string) (*grpc.ClientConn, error) {

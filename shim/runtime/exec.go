@@ -101,6 +101,7 @@ func (c *Client) exec(ctx context.Context, tgt *execTarget, containerID string, 
 	stdout, stderr := &cappedBuffer{max: MaxExecOutput}, &cappedBuffer{max: MaxExecOutput}
 	var creator cio.Creator
 	var pipes *pipeIO
+	c.checkPIDNamespace()
 	if c.pipes.Load() {
 		var err error
 		if pipes, err = newPipeIO(stdout, stderr); err != nil {
