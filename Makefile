@@ -11,7 +11,7 @@ LINT_FLAGS ?=
 # API server (envtest), make integration runs those.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/e2e' -e '/packaging$$')
 INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
-	grep -v -e '/e2e' | grep -E ' .*(internal/kubebin|cluster/internal/testenv|controller-runtime/pkg/envtest)' | cut -d' ' -f1)
+	grep -v -e '/e2e' | grep -E ' .*(internal/testkit/kubebin|cluster/internal/testenv|controller-runtime/pkg/envtest)' | cut -d' ' -f1)
 # The package tests: build the .deb and .rpm, boot systemd containers (root, about a minute).
 PACKAGE_TEST_PKGS = ./packaging ./hack/release
 # In make test they run at nice 19 beside both e2e rows: with a Go cache that lacked the arm64 builds and a
@@ -261,7 +261,7 @@ demo: deps-rig deps-runc-build
 demo-down:
 	$(GO) run ./e2e/cmd/demo down
 
-## deps-GROUP: install the Debian packages of one group of internal/debpkg/packages.txt (the project's
+## deps-GROUP: install the Debian packages of one group of internal/build/debpkg/packages.txt (the project's
 ## one list) that are missing; every target that needs packages depends on its groups. deps: all of them.
 deps-%:
 	@hack/ensure-packages.sh $*

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 )
 
 // TestInstallUpgradeUninstall installs the chart on a real API server (envtest: no kubelet, so no

@@ -19,7 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 // Every form packaging/version.sh prints maps to a version Helm takes, and to an appVersion whose

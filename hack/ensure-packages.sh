@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages of the given groups that are missing (the list and its groups:
-# internal/debpkg/packages.txt, the project's one list). Every make target calls it for what it uses.
+# internal/build/debpkg/packages.txt, the project's one list). Every make target calls it for what it uses.
 #   hack/ensure-packages.sh GROUP...          install what is missing (root), or say how (not root)
 #   hack/ensure-packages.sh --list GROUP...   print the packages of the groups
 #   hack/ensure-packages.sh --non-base        print every package that is not in group base
 #   hack/ensure-packages.sh --table           print every package and its groups (NAME GROUP,GROUP)
-# It is the one reader of the list: Go code installs through it too (internal/debpkg).
+# It is the one reader of the list: Go code installs through it too (internal/build/debpkg).
 set -euo pipefail
-list="$(cd "$(dirname "$0")/.." && pwd)/internal/debpkg/packages.txt"
+list="$(cd "$(dirname "$0")/.." && pwd)/internal/build/debpkg/packages.txt"
 
 # packages GROUP... : names whose groups column holds any of the groups, in the list's order.
 packages() {

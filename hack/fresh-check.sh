@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs CI as a fresh machine would, on this one: CI runs on the developer's machine, where whatever an
 # earlier session installed hides a missing install step. So first put the machine back to what a fresh
-# one has — purge every Debian package of internal/debpkg/packages.txt outside group "base" (and what
+# one has — purge every Debian package of internal/build/debpkg/packages.txt outside group "base" (and what
 # they pulled in), stop any rig, empty the project's cache — then run .ci/run on a clean clone of HEAD.
 # Root only; it changes this machine's packages. Run it before every stop (CONTRIBUTING.md).
 #   FRESH_KEEP_CACHE=1   keep $PROBESHIM_CACHE (Kubernetes binaries, rootfs): checks packages only, faster

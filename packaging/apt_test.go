@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/logtail"
-	"github.com/probeshim/probeshim/internal/poll"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 )
 

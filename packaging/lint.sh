@@ -3,7 +3,7 @@
 # Usage: packaging/lint.sh PACKAGE...   (default: everything in dist/)
 # Fails on any lintian error or warning, and on any rpmlint error or warning. Overrides, each with its
 # reason, live in packaging/files/lintian-overrides (shipped in the .deb) and packaging/rpmlint.toml.
-# Installs its tools (group lint of internal/debpkg/packages.txt) when missing and running as root.
+# Installs its tools (group lint of internal/build/debpkg/packages.txt) when missing and running as root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 	"github.com/probeshim/probeshim/shim/server"

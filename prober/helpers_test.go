@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -154,7 +154,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queuedDesc
 }
 
-// MetricTypes tells the metrics reference (internal/metricsref) the types of the series Collect
+// MetricTypes tells the metrics reference (internal/build/metricsref) the types of the series Collect
 // builds: probeshim_probes_total and probeshim_probe_errors_total have none without WithProbeTypes
 // before a probe ran.
 func (c collector) MetricTypes() map[*prometheus.Desc]dto.MetricType {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/probeshim/probeshim/internal/metricsref"
+	"github.com/probeshim/probeshim/internal/build/metricsref"
 )
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {

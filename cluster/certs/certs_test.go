@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 const (

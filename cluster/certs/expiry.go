@@ -27,7 +27,7 @@ func NewExpiryCollector(certDir string) *ExpiryCollector { return &ExpiryCollect
 
 func (c *ExpiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- expiryDesc }
 
-// MetricTypes tells the metrics reference (internal/metricsref) the type of the series Collect
+// MetricTypes tells the metrics reference (internal/build/metricsref) the type of the series Collect
 // builds: there is none without a certificate.
 func (c *ExpiryCollector) MetricTypes() map[*prometheus.Desc]dto.MetricType {
 	return map[*prometheus.Desc]dto.MetricType{expiryDesc: dto.MetricType_GAUGE}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/probeshim/probeshim/internal/metricsref"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/build/metricsref"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 )
 
 // The collector reports the served certificate's NotAfter, and nothing while there is none.

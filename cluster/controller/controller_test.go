@@ -20,7 +20,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller"
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 var (

@@ -27,7 +27,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/kruiseapi"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // The decider against a real API server: the NodePodProbe status plays the node service, the

@@ -39,8 +39,8 @@ import (
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/internal/scalebench"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // BenchmarkDeciderScale is issue 8's scale benchmark: a real API server (envtest) holding
@@ -68,7 +68,7 @@ import (
 // 10 s here, by default; default-rl includes it). Failures are spread one per node and one per workload per phase, within the workload's default
 // maxUnavailable (25%, at least 1) and far below the circuit breaker (50%).
 //
-// It needs kube-apiserver and etcd (internal/kubebin; `make kube-bins`) and skips without them.
+// It needs kube-apiserver and etcd (internal/testkit/kubebin; `make kube-bins`) and skips without them.
 // PROBESHIM_SCALE_NODES, PROBESHIM_SCALE_PODS_PER_NODE and PROBESHIM_SCALE_CONTAINERS change the
 // size (defaults 5000, 10, 2). The numbers print as benchmark metrics and as a table on stdout.
 // Run it with `make bench` or:

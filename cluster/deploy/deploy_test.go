@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/probeshim/probeshim/cluster/webhook"
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 const namespace = "probeshim-system"

@@ -20,7 +20,7 @@ import (
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/cluster/kruise"
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 // TestKruiseUninstallKeepsCRDs: Kruise's chart owns the three CRDs as templates (here a chart

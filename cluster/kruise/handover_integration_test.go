@@ -35,7 +35,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
 	"github.com/probeshim/probeshim/cluster/kruise"
-	testpoll "github.com/probeshim/probeshim/internal/poll"
+	testpoll "github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 var (

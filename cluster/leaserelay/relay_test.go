@@ -23,7 +23,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 )
 
 const ns = "probeshim-node-lease"

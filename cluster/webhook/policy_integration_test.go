@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 const nppWebhook = `admission webhook "nodepodprobes.probeshim.io" denied the request`

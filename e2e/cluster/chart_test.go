@@ -22,7 +22,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // release is the Helm release TestChart installs.

@@ -25,7 +25,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 func TestMain(m *testing.M) {

@@ -27,7 +27,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 // The cluster deployment as cluster/deploy names it.
@@ -45,7 +45,7 @@ const (
 	podSelector = "app.kubernetes.io/name=probeshim,app.kubernetes.io/component=cluster"
 )
 
-// Image is the probeshim-cluster image as `make image` builds it (internal/ociimage, version
+// Image is the probeshim-cluster image as `make image` builds it (internal/build/ociimage, version
 // and labels from git), for this machine's platform only. Pass it to framework.WithImages or
 // rig.Config.Images: the rig pushes it to its registry as ImageRef.
 func Image() rig.Image {

@@ -29,8 +29,8 @@ import (
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/cluster/kruise"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // TestKruiseHandover: a marker reports; Kruise-shaped parts appear (no Kruise build runs here:

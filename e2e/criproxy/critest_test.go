@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // critestSkip are the specs left out because they cannot run here, not

@@ -28,7 +28,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 	"github.com/probeshim/probeshim/shim/server"

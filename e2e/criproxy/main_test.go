@@ -29,7 +29,7 @@ import (
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/e2e/rig/image"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 func TestMain(m *testing.M) {

@@ -28,7 +28,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1beta1"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 func TestMain(m *testing.M) {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/docrun"
+	"github.com/probeshim/probeshim/internal/build/docrun"
 )
 
 // testDocCommands runs every marked shell block of the docs, in order, as a user would in the

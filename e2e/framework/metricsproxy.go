@@ -14,7 +14,7 @@ import (
 
 	"github.com/probeshim/probeshim/e2e/nodesvc"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 var (

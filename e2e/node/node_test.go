@@ -25,8 +25,8 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 func TestMain(m *testing.M) { framework.Main(m, framework.WithScheme(v1alpha1.AddToScheme)) }

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // BinaryEnv names the Prometheus server binary.

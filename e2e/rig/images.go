@@ -53,7 +53,7 @@ type Image struct {
 	// User is the config's user ("1002", "www-data", "1003:1003").
 	User string
 	// Index, when set, builds the image instead (the fields above are unused): the index the
-	// release builds, e.g. probeshim-cluster's from internal/ociimage. dir is for its files.
+	// release builds, e.g. probeshim-cluster's from internal/build/ociimage. dir is for its files.
 	Index func(ctx context.Context, dir string) (v1.ImageIndex, error)
 }
 

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/logtail"
-	"github.com/probeshim/probeshim/internal/procrecord"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 // process is one long-running component the rig started.

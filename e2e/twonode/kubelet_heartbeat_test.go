@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // testKubeletHeartbeat: node B's service on the kubelet's own identity (system:node:<B>, the

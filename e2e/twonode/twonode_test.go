@@ -19,7 +19,7 @@ import (
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // Names the scenarios use.

@@ -26,7 +26,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/e2e/cluster"
 	"github.com/probeshim/probeshim/e2e/framework"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 	"github.com/probeshim/probeshim/packaging/nspawn"
 	"github.com/probeshim/probeshim/packaging/rigtest"
 )

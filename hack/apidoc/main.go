@@ -23,7 +23,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/probeshim/probeshim/internal/gendoc"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probeshim/probeshim/internal/gendoc"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
 )
 
 // docs/reference/api.md is what the Go types say: a field added, removed or renamed, or one whose

@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 
 	"github.com/probeshim/probeshim/charts"
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 func main() {

@@ -24,7 +24,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/chartutil"
 
-	"github.com/probeshim/probeshim/internal/gendoc"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
 )
 
 //go:embed README.md.tmpl

@@ -17,7 +17,7 @@ const sleepCall = "time." + "Sleep("
 const Marker = "measures"
 
 // TestNoSleepsAsWaits holds issue 29's rule for tests: every wait is a condition with a deadline
-// (internal/poll, e2e/framework's WaitFor and Never). A sleep that remains is one the test
+// (internal/testkit/poll, e2e/framework's WaitFor and Never). A sleep that remains is one the test
 // measures, and its own line or the line above says so with the word "measures". A bare receive
 // from time.After is a sleep too.
 func TestNoSleepsAsWaits(t *testing.T) {
@@ -27,7 +27,7 @@ func TestNoSleepsAsWaits(t *testing.T) {
 			continue // deleted in the work tree
 		}
 		for _, n := range unmarkedSleeps(lines) {
-			t.Errorf("%s:%d: a sleep in a test: wait for the condition with a deadline (internal/poll, framework.WaitFor), "+
+			t.Errorf("%s:%d: a sleep in a test: wait for the condition with a deadline (internal/testkit/poll, framework.WaitFor), "+
 				"or, if the test measures the window, say so with %q on this line or the one above", f, n, Marker)
 		}
 	}

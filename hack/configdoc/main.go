@@ -19,7 +19,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/probeshim/probeshim/internal/gendoc"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
 	"github.com/probeshim/probeshim/shim/config"
 )
 

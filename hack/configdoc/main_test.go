@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probeshim/probeshim/internal/gendoc"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
 	"github.com/probeshim/probeshim/shim/config"
 )
 

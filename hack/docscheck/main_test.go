@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/probeshim/probeshim/internal/docrun"
+	"github.com/probeshim/probeshim/internal/build/docrun"
 )
 
 // Every relative link of README.md and docs/ leads to a file, and to a heading of it.

@@ -19,8 +19,8 @@ import (
 	"text/template"
 
 	clustermetrics "github.com/probeshim/probeshim/cluster/metrics"
-	"github.com/probeshim/probeshim/internal/gendoc"
-	"github.com/probeshim/probeshim/internal/metricsref"
+	"github.com/probeshim/probeshim/internal/build/gendoc"
+	"github.com/probeshim/probeshim/internal/build/metricsref"
 	"github.com/probeshim/probeshim/shim/service"
 )
 

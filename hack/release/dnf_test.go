@@ -23,7 +23,7 @@ import (
 func dnfGet(t *testing.T, dir string, rpms map[string]string) {
 	t.Helper()
 	if _, err := exec.LookPath("dnf"); err != nil {
-		t.Fatalf("dnf missing (make package-test installs it, internal/debpkg's release group): %v", err)
+		t.Fatalf("dnf missing (make package-test installs it, internal/build/debpkg's release group): %v", err)
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Dir(dir))))
 	defer srv.Close()

@@ -56,8 +56,8 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/probeshim/probeshim/internal/command"
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/command"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 // arches are the release's Go architectures (all linux), as ociimage.Platforms.

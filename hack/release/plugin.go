@@ -14,7 +14,7 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	"sigs.k8s.io/yaml"
 
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 // kubectlPlugin is `kubectl probeshim`, built for where kubectl runs (users' laptops too), not

@@ -32,8 +32,8 @@ import (
 	"golang.org/x/mod/semver"
 	"sigs.k8s.io/yaml"
 
-	"github.com/probeshim/probeshim/internal/ociimage"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 )
 
 // epoch stands for the commit's time: in the past, as a commit's is (verifying a signature made

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 
-	"github.com/probeshim/probeshim/internal/ociimage"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
 // cyclonedxGomod is the SBOM generator, pinned in hack/tools/go.mod.

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/debpkg"
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/build/debpkg"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // Suite and Packages define the base system: Debian's minimal variant plus systemd as init, D-Bus
@@ -97,7 +97,7 @@ func Extract(ctx context.Context, tarball, dir string) error {
 }
 
 // EnsureHostPackages installs the Debian packages this package needs on the host (the group
-// "nspawn" of internal/debpkg/packages.txt) when they are missing.
+// "nspawn" of internal/build/debpkg/packages.txt) when they are missing.
 func EnsureHostPackages(ctx context.Context, logf func(string, ...any)) error {
 	return debpkg.Ensure(ctx, logf, "nspawn")
 }

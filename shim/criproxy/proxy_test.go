@@ -32,7 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // fakeRuntime is containerd as far as the proxy can tell: CRI's generated

@@ -24,7 +24,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 

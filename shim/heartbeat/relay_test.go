@@ -32,7 +32,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"
 )
 

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 // The proxy against a real API server: only a token the API server accepts, of a caller RBAC

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/clocktest"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/clocktest"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 )

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/clocktest"
+	"github.com/probeshim/probeshim/internal/testkit/clocktest"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 	"github.com/probeshim/probeshim/shim/kube/kubetest"

@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	testpoll "github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	testpoll "github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/kube"
 	shimruntime "github.com/probeshim/probeshim/shim/runtime"

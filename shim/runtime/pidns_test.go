@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // pidnsHelperEnv makes the test binary, started in a PID namespace of its own, report what

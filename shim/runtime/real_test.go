@@ -19,7 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/netns"
 )

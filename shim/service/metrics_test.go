@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/probeshim/probeshim/internal/metricsref"
+	"github.com/probeshim/probeshim/internal/build/metricsref"
 )
 
 // Every write to the API server is counted by its resource, the heartbeat's Lease and the restart

@@ -24,7 +24,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	"k8s.io/client-go/rest"
 
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/prober"
 	"github.com/probeshim/probeshim/shim/config"
 	"github.com/probeshim/probeshim/shim/kube"

@@ -22,8 +22,8 @@ import (
 
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
 	"github.com/probeshim/probeshim/internal/heartbeatapi"
-	"github.com/probeshim/probeshim/internal/poll"
-	"github.com/probeshim/probeshim/internal/testpki"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
+	"github.com/probeshim/probeshim/internal/testkit/testpki"
 )
 
 // checkHeartbeatRelay: the running command publishes where its heartbeat relay is and the CA to

@@ -44,9 +44,9 @@ import (
 	"github.com/probeshim/probeshim/cluster/kruise"
 	clustermetrics "github.com/probeshim/probeshim/cluster/metrics"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/metricsref"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/build/metricsref"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 const namespace = "probeshim-system"

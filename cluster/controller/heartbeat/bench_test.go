@@ -17,7 +17,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/controller/heartbeat"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // BenchmarkNodeServiceSilence: 20 pods with a marker condition on a node whose node service stops

@@ -35,7 +35,7 @@ import (
 	"github.com/probeshim/probeshim/cluster/controller/podstatus"
 	"github.com/probeshim/probeshim/cluster/decider"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 const (

@@ -22,7 +22,7 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1/validation"
 	"github.com/probeshim/probeshim/cluster/controller/internal/nppspec"
 	"github.com/probeshim/probeshim/cluster/internal/testenv"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // fullMarker is a marker of the most probes a marker may have, all on one container port.

@@ -29,8 +29,8 @@ import (
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/internal/scalebench"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // BenchmarkMarkerScale is issue 20's marker at scale: a real API server (envtest) with 5,000

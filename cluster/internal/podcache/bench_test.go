@@ -28,7 +28,7 @@ import (
 
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
 	"github.com/probeshim/probeshim/cluster/internal/podcache/podcachetest"
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 // BenchmarkPodCacheMemory prints the memory each cached pod costs the cluster deployment, side

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 // Size is the environment variable name as a positive number, or def.

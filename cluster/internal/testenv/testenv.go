@@ -35,7 +35,7 @@ import (
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/cluster/internal/podcache"
-	"github.com/probeshim/probeshim/internal/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
 )
 
 // KubeVersion is the Kubernetes release whose binaries the tests look for in the cache.

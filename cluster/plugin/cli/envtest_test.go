@@ -44,8 +44,8 @@ import (
 	"github.com/probeshim/probeshim/cluster/plugin"
 	"github.com/probeshim/probeshim/cluster/plugin/cli"
 	probeshimwebhook "github.com/probeshim/probeshim/cluster/webhook"
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 var testEnv struct {

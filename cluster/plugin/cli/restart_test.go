@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // restart creates a request for the pod's containers (all, or those -c names), waits while the

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/probeshim/probeshim/internal/ociimage"
-	"github.com/probeshim/probeshim/internal/poll"
+	"github.com/probeshim/probeshim/internal/build/ociimage"
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // TestPushPull pushes a two-platform index as make image builds it and reads it back by tag and

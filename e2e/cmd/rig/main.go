@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/rig"
-	"github.com/probeshim/probeshim/internal/procrecord"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 func main() {
@@ -64,7 +64,7 @@ export CONTAINERD_ADDRESS=%s
 `, time.Since(start).Round(time.Millisecond), strings.Join(names, " "), r.LogDir(), r.NetNSPath(), r.EnterHint(),
 			r.NetNSPath(), r.KubeBin(), r.AdminKubeconfig(), r.AdminKubeconfig(), r.ContainerdSocket())
 	case "down":
-		// What killed envtest-using test binaries recorded (internal/kubebin): cheap, and the
+		// What killed envtest-using test binaries recorded (internal/testkit/kubebin): cheap, and the
 		// same "leave nothing behind" as the rig's own teardown.
 		lines, err := procrecord.Sweep(procrecord.Dir())
 		for _, l := range lines {

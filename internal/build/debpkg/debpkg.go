@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/probeshim/probeshim/internal/logtail"
+	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
 // script is hack/ensure-packages.sh from the module root.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/kubebin"
-	"github.com/probeshim/probeshim/internal/procrecord"
+	"github.com/probeshim/probeshim/internal/testkit/kubebin"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 // helperEnv makes the test binary an envtest user that starts an environment, prints its etcd

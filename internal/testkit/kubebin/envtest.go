@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/probeshim/probeshim/internal/procrecord"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 // Env is an envtest environment that records what it starts (see Start), so that a later run
@@ -156,5 +156,5 @@ func hasFlag(args []string, flag, value string) bool {
 // CRDs is the folder of the project's CRD manifests (apis/crds), wherever the test runs from.
 func CRDs() string {
 	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..", "apis", "crds")
+	return filepath.Join(filepath.Dir(self), "..", "..", "..", "apis", "crds")
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/command"
+	"github.com/probeshim/probeshim/internal/build/command"
 	"github.com/probeshim/probeshim/internal/version"
 )
 

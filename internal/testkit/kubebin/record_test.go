@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/probeshim/probeshim/internal/procrecord"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 // child starts a shell with args, ended when the test ends: a stand-in for a process envtest
