@@ -126,9 +126,11 @@ chart:
 ## if any, in PROBESHIM_RELEASE_KEY_PASSPHRASE); without it a throwaway key whose user ID says DRY RUN signs.
 ## REPO_URL: where repo/ will be served, for repo/rpm/probeshim.repo and repo/apt/probeshim.sources.
 ## PUBLISH=1 REGISTRY=registry.example/probeshim: after the release is built, push the image index to
-## $(REGISTRY)/probeshim-cluster:<tag> (hack/image's push, IMAGE_PUSH_FLAGS=-insecure for HTTP); it needs
-## PROBESHIM_RELEASE_KEY and a clean checkout. That is all PUBLISH does today: the chart's push, cosign
-## signatures and uploading the files and repositories are not done by it.
+## $(REGISTRY)/probeshim-cluster:<tag> (hack/image's push) and the chart to oci://$(REGISTRY)/charts/probeshim
+## (hack/chart -push; `helm install probeshim oci://$(REGISTRY)/charts/probeshim --version <version>`);
+## IMAGE_PUSH_FLAGS=-insecure for HTTP; credentials from docker's config.json. It needs PROBESHIM_RELEASE_KEY
+## and a clean checkout. That is all PUBLISH does today: cosign signatures and uploading the files and
+## repositories are not done by it.
 PUBLISH ?=
 REGISTRY ?=
 REPO_URL ?=

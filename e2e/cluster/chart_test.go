@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,12 +17,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/registry"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/e2e/framework"
+	"github.com/probeshim/probeshim/e2e/rig"
 	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
@@ -44,13 +49,12 @@ func TestChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := loader.Load(filepath.Join(root, "charts", "probeshim"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t0 := time.Now()
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = release, Namespace, true
+	// As a user installs a release: `helm install probeshim oci://<registry>/charts/probeshim
+	// --version X`, the chart packaged as make release packages it and pushed to the rig's registry.
+	ch := chartFromRegistry(t, c, inst, filepath.Join(root, "charts", "probeshim"))
 	inst.Timeout = 2 * time.Minute
 	// The image the rig pushed to its registry (Image()), pulled by digest as a user pins a release.
 	repo, digest, err := pushedImage(ctx, c)
@@ -249,6 +253,46 @@ func (s *suite) testRecreate(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// chartVersion is the version TestChart packages the chart with (a package version; see
+// charts.ChartVersion).
+const chartVersion = "1.0.0~e2e.1"
+
+// chartFromRegistry packages the chart in dir, pushes it to the rig's registry and has inst
+// locate it there by its oci:// address and version, as `helm install oci://… --version` does.
+func chartFromRegistry(t *testing.T, c *framework.Cluster, inst *action.Install, dir string) *chart.Chart {
+	t.Helper()
+	tgz, err := charts.Package(dir, t.TempDir(), chartVersion, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []registry.ClientOption{registry.ClientOptPlainHTTP(), registry.ClientOptHTTPClient(&http.Client{Transport: c.Rig.RegistryTransport()})}
+	ref, digest, err := charts.PushOCI(tgz, rig.Registry, time.Unix(0, 0), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chart pushed: %s@%s", ref, digest)
+	rc, err := registry.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := cli.New()
+	settings.RepositoryCache, settings.RegistryConfig = t.TempDir(), filepath.Join(t.TempDir(), "config.json")
+	inst.SetRegistryClient(rc)
+	inst.Version = charts.ChartVersion(chartVersion)
+	path, err := inst.LocateChart("oci://"+charts.OCIRepository(rig.Registry)+"/probeshim", settings)
+	if err != nil {
+		t.Fatalf("helm install oci://…: locating the chart: %v", err)
+	}
+	ch, err := loader.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != inst.Version {
+		t.Fatalf("the registry's chart has version %s, want %s", ch.Metadata.Version, inst.Version)
+	}
+	return ch
 }
 
 func helmConfig(t *testing.T, c *framework.Cluster) *action.Configuration {

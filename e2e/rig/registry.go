@@ -101,8 +101,9 @@ func (r *Rig) startRegistry(ctx context.Context, bin string) error {
 	})
 }
 
-// registryTransport dials into the rig's netns: pushes come from this process, on the host.
-func (r *Rig) registryTransport() http.RoundTripper {
+// RegistryTransport reaches the registry from this process, on the host: it dials into the rig's
+// netns, where the registry listens.
+func (r *Rig) RegistryTransport() http.RoundTripper {
 	return &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return DialNetNS(ctx, r.netnsPath, network, addr)
 	}}
@@ -119,7 +120,7 @@ func (r *Rig) pushImages(ctx context.Context, imgs []Image) error {
 		if err := r.writeHostsTOML(host); err != nil {
 			return err
 		}
-		opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(r.registryTransport())}
+		opts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(r.RegistryTransport())}
 		if img.Index != nil {
 			idx, err := img.Index(ctx, r.path("images"))
 			if err != nil {
@@ -166,7 +167,7 @@ func (r *Rig) RegistryDigest(ctx context.Context, ref string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	desc, err := remote.Head(parsed, remote.WithContext(ctx), remote.WithTransport(r.registryTransport()))
+	desc, err := remote.Head(parsed, remote.WithContext(ctx), remote.WithTransport(r.RegistryTransport()))
 	if err != nil {
 		return v1.Hash{}, err
 	}

@@ -31,8 +31,9 @@
 // signs it (the same key rules), with its sources file and dir/probeshim-release-key.asc: the package
 // tests install from it with apt-get, as users install from the published one.
 //
-// -publish also pushes the image index to <registry>/probeshim-cluster:<tag> (hack/image -push),
-// after everything else succeeded; it needs a real key.
+// -publish also pushes the image index to <registry>/probeshim-cluster:<tag> (hack/image -push) and
+// the chart to <registry>/charts/probeshim:<version> (hack/chart -push), after everything else
+// succeeded; it needs a real key.
 package main
 
 import (
@@ -100,7 +101,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "release folder (default dist/release/<version>)")
 	flag.StringVar(&o.repoURL, "repo-url", defaultRepoURL, "where the apt and dnf repositories (repo/) will be served, for the sources and .repo files")
 	flag.StringVar(&o.downloadURL, "download-url", defaultDownloadURL, "where the release's files will be downloaded from, before the version, for the krew manifest")
-	flag.StringVar(&o.pushTo, "publish", "", "push the image index to <registry>/probeshim-cluster:<tag> after the build, e.g. registry.example/probeshim")
+	flag.StringVar(&o.pushTo, "publish", "", "push the image index to <registry>/probeshim-cluster:<tag> and the chart to <registry>/charts/probeshim:<version> after the build, e.g. registry.example/probeshim")
 	flag.BoolVar(&o.insecure, "insecure", false, "push over plain HTTP")
 	flag.StringVar(&o.aptOnly, "apt-repo", "", "write only a signed apt repository of the .deb files named as arguments into this folder (package tests)")
 	flag.Parse()
@@ -452,11 +453,11 @@ func (r *build) signatures(_ context.Context) error {
 	return nil
 }
 
-// publish pushes the image index with hack/image -push, when asked to: the one publishing step
-// so far.
+// publish pushes the image index (hack/image -push) and the chart (hack/chart -push), when asked
+// to.
 func (r *build) publish(ctx context.Context) error {
 	if r.pushTo == "" {
-		logf("dry run: nothing pushed (PUBLISH=1 REGISTRY=… pushes the image)")
+		logf("dry run: nothing pushed (PUBLISH=1 REGISTRY=… pushes the image and the chart)")
 		return nil
 	}
 	argv := []string{"go", "run", "./hack/image", "-push", strings.TrimSuffix(r.pushTo, "/") + "/" + ociimage.ClusterTitle}
@@ -465,6 +466,16 @@ func (r *build) publish(ctx context.Context) error {
 	}
 	pushed, err := run(ctx, r.root, nil, argv...)
 	if err != nil {
+		return err
+	}
+	logf("%s", pushed)
+	// The chart: packaged again (the same bytes as the release's, one commit packages to one
+	// tgz) and pushed beside the image, to <registry>/charts/probeshim:<version>.
+	argv = []string{"go", "run", "./hack/chart", "-dist", filepath.Join(r.tmp, "chart-push"), "-push", strings.TrimSuffix(r.pushTo, "/")}
+	if r.insecure {
+		argv = append(argv, "-insecure")
+	}
+	if pushed, err = run(ctx, r.root, nil, argv...); err != nil {
 		return err
 	}
 	logf("%s", pushed)
