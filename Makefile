@@ -128,9 +128,10 @@ chart:
 ## PUBLISH=1 REGISTRY=registry.example/probeshim: after the release is built, push the image index to
 ## $(REGISTRY)/probeshim-cluster:<tag> (hack/image's push) and the chart to oci://$(REGISTRY)/charts/probeshim
 ## (hack/chart -push; `helm install probeshim oci://$(REGISTRY)/charts/probeshim --version <version>`);
-## IMAGE_PUSH_FLAGS=-insecure for HTTP; credentials from docker's config.json. It needs PROBESHIM_RELEASE_KEY
-## and a clean checkout. That is all PUBLISH does today: cosign signatures and uploading the files and
-## repositories are not done by it.
+## then signs both there with cosign (hack/cosign.sh builds it; the key in PROBESHIM_COSIGN_KEY, its password
+## in COSIGN_PASSWORD) and writes the public key as probeshim-cosign.pub; IMAGE_PUSH_FLAGS=-insecure for HTTP;
+## credentials from docker's config.json. It needs PROBESHIM_RELEASE_KEY, PROBESHIM_COSIGN_KEY and a clean
+## checkout. Uploading the files and the repositories is left to the workflow (.github/workflows/release.yml).
 PUBLISH ?=
 REGISTRY ?=
 REPO_URL ?=
@@ -149,9 +150,11 @@ package-test: deps-lint deps-nspawn deps-release
 ## The first row's binaries are built before its suites; the later rows' meanwhile at the lowest CPU
 ## priority (nice 19), beside the first row's suites (on a cold machine that hides the ~12 minutes of
 ## Kubernetes 1.35 and containerd 1.7).
+## cosign (hack/cosign.sh, for e2e/cluster's signature checks) builds meanwhile, once per machine.
 e2e: deps-rig deps-runc-build deps-nspawn deps-lint critest-bin
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e: skipped, the real-component suites need root"; exit 0; fi; \
 	export PROBESHIM_CRITEST_BIN=$$(e2e/critest/build.sh); export PROBESHIM_PROMETHEUS=$$(hack/promtool.sh prometheus) || exit 1; \
+	{ hack/cosign.sh >/dev/null 2>&1 & }; \
 	args=; for row in $(or $(ROW),$(ROWS)); do \
 		if [ $$row = $(firstword $(ROWS)) ]; then args="$$args -row $$row -pkgs '$(call slow_first,$(call with_tests,$(E2E_PKGS)))'"; \
 		else args="$$args -row $$row -pkgs '$(call slow_first,$(call with_tests,$(ROW2_E2E_PKGS)))' -skip '$(ROW2_E2E_SKIP)'"; fi; \

@@ -27,6 +27,7 @@ import (
 	"github.com/probeshim/probeshim/charts"
 	"github.com/probeshim/probeshim/e2e/framework"
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/build/cosign"
 	"github.com/probeshim/probeshim/internal/testkit/logtail"
 )
 
@@ -42,25 +43,33 @@ const release = "probeshim"
 // so TestCluster's `kubectl apply -k` meets no objects Helm owns.
 func TestChart(t *testing.T) {
 	c := framework.Get(t)
-	ctx := framework.Context(t, 6*time.Minute)
-	cfg := helmConfig(t, c)
-
 	root, err := framework.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Built once per machine (make e2e starts the build as the lanes start): minutes the first
+	// time, outside the install's own deadline.
+	cosignBin, err := cosign.Binary(framework.Context(t, 30*time.Minute), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := framework.Context(t, 6*time.Minute)
+	cfg := helmConfig(t, c)
 	t0 := time.Now()
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = release, Namespace, true
 	// As a user installs a release: `helm install probeshim oci://<registry>/charts/probeshim
 	// --version X`, the chart packaged as make release packages it and pushed to the rig's registry.
-	ch := chartFromRegistry(t, c, inst, filepath.Join(root, "charts", "probeshim"))
+	ch, chartRef := chartFromRegistry(t, c, inst, filepath.Join(root, "charts", "probeshim"))
 	inst.Timeout = 2 * time.Minute
 	// The image the rig pushed to its registry (Image()), pulled by digest as a user pins a release.
 	repo, digest, err := pushedImage(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both signed as make release PUBLISH=1 signs them, and verified with cosign before the install.
+	signAndVerify(ctx, t, c, cosignBin, repo+"@"+digest, chartRef)
+	t0 = time.Now()
 	rel, err := inst.RunWithContext(ctx, ch, map[string]any{
 		"image": map[string]any{"repository": repo, "tag": "e2e", "digest": digest, "pullPolicy": "IfNotPresent"},
 	})
@@ -260,8 +269,9 @@ func (s *suite) testRecreate(t *testing.T) {
 const chartVersion = "1.0.0~e2e.1"
 
 // chartFromRegistry packages the chart in dir, pushes it to the rig's registry and has inst
-// locate it there by its oci:// address and version, as `helm install oci://… --version` does.
-func chartFromRegistry(t *testing.T, c *framework.Cluster, inst *action.Install, dir string) *chart.Chart {
+// locate it there by its oci:// address and version, as `helm install oci://… --version` does. It
+// returns the chart and the pushed artifact's <repo>@<digest>.
+func chartFromRegistry(t *testing.T, c *framework.Cluster, inst *action.Install, dir string) (*chart.Chart, string) {
 	t.Helper()
 	tgz, err := charts.Package(dir, t.TempDir(), chartVersion, time.Unix(0, 0))
 	if err != nil {
@@ -292,7 +302,36 @@ func chartFromRegistry(t *testing.T, c *framework.Cluster, inst *action.Install,
 	if ch.Metadata.Version != inst.Version {
 		t.Fatalf("the registry's chart has version %s, want %s", ch.Metadata.Version, inst.Version)
 	}
-	return ch
+	return ch, charts.OCIRepository(rig.Registry) + "/probeshim@" + digest
+}
+
+// signAndVerify signs refs (<repo>@<digest> in the rig's registry) with a throwaway cosign key, as
+// the release signs its image and chart, and verifies them with cosign as a user does before an
+// install; a key that did not sign them is refused.
+func signAndVerify(ctx context.Context, t *testing.T, c *framework.Cluster, bin string, refs ...string) {
+	t.Helper()
+	// cosign runs in the rig's netns, where the registry listens.
+	tool := cosign.Tool{Bin: bin, Wrap: []string{"nsenter", "--net=" + c.NetNSPath()}, PlainHTTP: true}
+	key, pub, err := tool.GenerateKeyPair(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherPub, err := tool.GenerateKeyPair(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		if err := tool.Sign(ctx, key, ref); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tool.Verify(ctx, pub, ref); err != nil {
+			t.Fatalf("cosign verify: %v", err)
+		}
+		if out, err := tool.Verify(ctx, otherPub, ref); err == nil {
+			t.Errorf("cosign verify with a key that did not sign %s passed:\n%s", ref, out)
+		}
+		t.Logf("cosign: %s signed and verified", ref)
+	}
 }
 
 func helmConfig(t *testing.T, c *framework.Cluster) *action.Configuration {

@@ -7,7 +7,7 @@
 // (SOURCE_DATE_EPOCH overrides it): one commit, one package, byte for byte. It prints the path.
 // With -push it then pushes that package as Helm's OCI artifact to <registry>/charts/probeshim:<version>
 // (credentials: docker's config.json, as the image's push; the manifest dated the commit's time, so
-// one commit pushes one digest) and prints the reference and digest.
+// one commit pushes one digest) and prints the reference, then <repo>@<digest> (as hack/image -push).
 //
 //	go run ./hack/chart [-dist dist] [-push registry.example/probeshim [-insecure]]
 package main
@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/registry"
 
@@ -64,7 +65,8 @@ func run(ctx context.Context, dist, push string, insecure bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("pushed oci://%s@%s\n", ref, digest)
+	repo := ref[:strings.LastIndex(ref, ":")] // PushOCI's ref ends in :<version>
+	fmt.Printf("pushed oci://%s\n%s@%s\n", ref, repo, digest)
 	return nil
 }
 

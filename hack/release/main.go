@@ -33,7 +33,8 @@
 //
 // -publish also pushes the image index to <registry>/probeshim-cluster:<tag> (hack/image -push) and
 // the chart to <registry>/charts/probeshim:<version> (hack/chart -push), after everything else
-// succeeded; it needs a real key.
+// succeeded, and signs both there with cosign; it needs a real release key and cosign's key
+// (PROBESHIM_COSIGN_KEY, its password in COSIGN_PASSWORD).
 package main
 
 import (
@@ -58,6 +59,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/probeshim/probeshim/internal/build/command"
+	"github.com/probeshim/probeshim/internal/build/cosign"
 	"github.com/probeshim/probeshim/internal/build/ociimage"
 )
 
@@ -88,6 +90,7 @@ type options struct {
 	out         string // the release folder; "" for dist/release/<version>
 	keyFile     string
 	passphrase  string
+	cosignKey   string // cosign's private key, for the image's and the chart's signatures when publishing
 	repoURL     string
 	downloadURL string // where the release's files are downloaded from, before the version (the krew manifest's)
 	pushTo      string // push the image index under this registry; "" for a dry run
@@ -97,7 +100,8 @@ type options struct {
 }
 
 func main() {
-	o := options{keyFile: os.Getenv("PROBESHIM_RELEASE_KEY"), passphrase: os.Getenv("PROBESHIM_RELEASE_KEY_PASSPHRASE"), report: os.Stdout}
+	o := options{keyFile: os.Getenv("PROBESHIM_RELEASE_KEY"), passphrase: os.Getenv("PROBESHIM_RELEASE_KEY_PASSPHRASE"),
+		cosignKey: os.Getenv("PROBESHIM_COSIGN_KEY"), report: os.Stdout}
 	flag.StringVar(&o.out, "out", "", "release folder (default dist/release/<version>)")
 	flag.StringVar(&o.repoURL, "repo-url", defaultRepoURL, "where the apt and dnf repositories (repo/) will be served, for the sources and .repo files")
 	flag.StringVar(&o.downloadURL, "download-url", defaultDownloadURL, "where the release's files will be downloaded from, before the version, for the krew manifest")
@@ -198,6 +202,9 @@ func newBuild(ctx context.Context, o options) (*build, error) {
 	}
 	if o.pushTo != "" && o.keyFile == "" {
 		return nil, errors.New("-publish needs the release key: set PROBESHIM_RELEASE_KEY")
+	}
+	if o.pushTo != "" && o.cosignKey == "" {
+		return nil, errors.New("-publish needs cosign's key for the image and chart signatures: set PROBESHIM_COSIGN_KEY (and COSIGN_PASSWORD)")
 	}
 	if o.pushTo != "" && strings.HasSuffix(g.Revision, "+dirty") {
 		return nil, errors.New("-publish needs a clean checkout: commit or stash the changes")
@@ -454,33 +461,51 @@ func (r *build) signatures(_ context.Context) error {
 }
 
 // publish pushes the image index (hack/image -push) and the chart (hack/chart -push), when asked
-// to.
+// to, and signs both where they were pushed with cosign (PROBESHIM_COSIGN_KEY; internal/build/cosign,
+// as e2e/cluster signs and verifies them on the rig).
 func (r *build) publish(ctx context.Context) error {
 	if r.pushTo == "" {
-		logf("dry run: nothing pushed (PUBLISH=1 REGISTRY=… pushes the image and the chart)")
+		logf("dry run: nothing pushed (PUBLISH=1 REGISTRY=… pushes the image and the chart and signs them)")
 		return nil
 	}
-	argv := []string{"go", "run", "./hack/image", "-push", strings.TrimSuffix(r.pushTo, "/") + "/" + ociimage.ClusterTitle}
+	registry := strings.TrimSuffix(r.pushTo, "/")
+	var flags []string
 	if r.insecure {
-		argv = append(argv, "-insecure")
+		flags = append(flags, "-insecure")
 	}
-	pushed, err := run(ctx, r.root, nil, argv...)
+	bin, err := cosign.Binary(ctx, r.root)
 	if err != nil {
 		return err
 	}
-	logf("%s", pushed)
-	// The chart: packaged again (the same bytes as the release's, one commit packages to one
-	// tgz) and pushed beside the image, to <registry>/charts/probeshim:<version>.
-	argv = []string{"go", "run", "./hack/chart", "-dist", filepath.Join(r.tmp, "chart-push"), "-push", strings.TrimSuffix(r.pushTo, "/")}
-	if r.insecure {
-		argv = append(argv, "-insecure")
+	tool := cosign.Tool{Bin: bin, PlainHTTP: r.insecure, Password: os.Getenv("COSIGN_PASSWORD")}
+	// The chart is packaged again: one commit packages to the same bytes as the release's tgz.
+	for _, argv := range [][]string{
+		append([]string{"go", "run", "./hack/image", "-push", registry + "/" + ociimage.ClusterTitle}, flags...),
+		append([]string{"go", "run", "./hack/chart", "-dist", filepath.Join(r.tmp, "chart-push"), "-push", registry}, flags...),
+	} {
+		pushed, err := run(ctx, r.root, nil, argv...)
+		if err != nil {
+			return err
+		}
+		logf("%s", pushed)
+		// Both print <repo>@<digest> last.
+		lines := strings.Split(strings.TrimSpace(pushed), "\n")
+		ref := lines[len(lines)-1]
+		if err := tool.Sign(ctx, r.cosignKey, ref); err != nil {
+			return err
+		}
+		logf("signed %s (cosign)", ref)
 	}
-	if pushed, err = run(ctx, r.root, nil, argv...); err != nil {
+	// What users verify both with (`cosign verify --key probeshim-cosign.pub …`), on the release page.
+	pub, err := tool.PublicKey(ctx, r.cosignKey)
+	if err != nil {
 		return err
 	}
-	logf("%s", pushed)
-	return nil
+	return writeFile(filepath.Join(r.out, cosignPubFile), []byte(pub+"\n"))
 }
+
+// cosignPubFile is cosign's public key in the release folder, written when publishing.
+const cosignPubFile = "probeshim-cosign.pub"
 
 // keyFile is the public key's name, beside the artifacts and at the repositories' root.
 const keyFile = "probeshim-release-key.asc"
