@@ -55,7 +55,6 @@ func TestChart(t *testing.T) {
 	}
 	ctx := framework.Context(t, 6*time.Minute)
 	cfg := helmConfig(t, c)
-	t0 := time.Now()
 	inst := action.NewInstall(cfg)
 	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = release, Namespace, true
 	// As a user installs a release: `helm install probeshim oci://<registry>/charts/probeshim
@@ -69,7 +68,7 @@ func TestChart(t *testing.T) {
 	}
 	// Both signed as make release PUBLISH=1 signs them, and verified with cosign before the install.
 	signAndVerify(ctx, t, c, cosignBin, repo+"@"+digest, chartRef)
-	t0 = time.Now()
+	t0 := time.Now()
 	rel, err := inst.RunWithContext(ctx, ch, map[string]any{
 		"image": map[string]any{"repository": repo, "tag": "e2e", "digest": digest, "pullPolicy": "IfNotPresent"},
 	})
