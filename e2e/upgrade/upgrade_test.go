@@ -47,15 +47,16 @@ const (
 )
 
 // TestUpgrade installs release N (ReleaseNCommit: its chart, its image from the rig's registry,
-// its .deb under systemd on the node), puts work on it — a marker marking a pod, an
-// enhanced-liveness pod, a completed ContainerRecreateRequest — and upgrades in place to this
-// tree: `helm upgrade` with this chart and image, then `dpkg -i` of this tree's .deb over the old
-// one (its postinst restarts the service). Throughout, it polls the marker's pod condition, the
+// its .deb under systemd on the node with apt-get, from a signed repository of it as a release
+// publishes one), puts work on it — a marker marking a pod, an enhanced-liveness pod, a completed
+// ContainerRecreateRequest — and upgrades in place to this tree: `helm upgrade` with this chart
+// and image, then this tree's .deb published into the node's repository and `apt-get upgrade`
+// (the postinst restarts the service). Throughout, it polls the marker's pod condition, the
 // NodePodProbe states and admission (a dry-run PodProbeMarker and a dry-run enhanced-liveness
 // pod), and then requires: the condition never left True, the NodePodProbe status never lost an
 // entry or a Succeeded, no container restarted, the CRDs are this tree's, the completed request
-// was not replayed, no admission was refused, and
-// the upgraded parts still work (the probe flips the condition, a new request restarts).
+// was not replayed, no admission was refused, and the upgraded parts still work (the probe flips
+// the condition, a new request restarts).
 func TestUpgrade(t *testing.T) {
 	c := framework.Get(t) // skips without root or the Kubernetes binaries
 	ctx := framework.Context(t, 20*time.Minute)
@@ -120,13 +121,17 @@ func TestUpgrade(t *testing.T) {
 	}
 	r := rigtest.Rig{Dir: c.Rig.Dir(), NetNS: c.NetNSPath(), Containerd: c.ContainerdSocket(), Kubeconfig: kubeconfig, Node: node}
 	var ctr *nspawn.Container
-	step(t, "node package N installed under systemd", func() {
+	var repo *aptRepo
+	step(t, "node package N installed under systemd with apt-get, from release N's repository", func() {
 		rootfs := filepath.Join(work, "rootfs")
 		if err := rigtest.Base(ctx, t.Logf, rigtest.CacheDir(), rootfs); err != nil {
 			t.Fatal(err)
 		}
-		ctr = boot(t, r, rootfs, work, filepath.Dir(relN.Deb), filepath.Dir(debNext))
-		if err := rigtest.Install(ctx, ctr, "/pkgs-n/"+filepath.Base(relN.Deb), r); err != nil {
+		repo = newAptRepo(ctx, t, root, work)
+		repo.publish(t, relN.Deb)
+		ctr = boot(t, r, rootfs, work, repo.binds())
+		repo.serve(ctx, t, ctr)
+		if err := installFromApt(ctx, ctr, r); err != nil {
 			t.Fatal(err)
 		}
 		if v := pkgVersion(t, ctr); v != VersionN {
@@ -172,11 +177,15 @@ func TestUpgrade(t *testing.T) {
 	})
 
 	var nodeUpgraded time.Time
-	step(t, "dpkg -i of this tree's .deb over release N's", func() {
-		// The postinst restarts the service on an upgrade; dpkg keeps the edited config.yaml.
-		out, err := ctr.Sh(ctx, "dpkg -i --force-confold /pkgs-next/"+filepath.Base(debNext)+" && systemctl is-active "+rigtest.Unit)
+	step(t, "apt-get upgrade to this tree's .deb, published into the repository", func() {
+		// The postinst restarts the service on an upgrade; --force-confold keeps the edited config.yaml.
+		repo.publish(t, debNext)
+		out, err := apt(ctx, ctr, "upgrade -y")
+		if err == nil {
+			out, err = ctr.Sh(ctx, "systemctl is-active "+rigtest.Unit)
+		}
 		if err != nil {
-			t.Fatalf("dpkg -i (upgrade): %v\n%s", err, out)
+			t.Fatalf("apt-get upgrade: %v\n%s", err, out)
 		}
 		nodeUpgraded = time.Now()
 		if v := pkgVersion(t, ctr); v != VersionNext {
@@ -577,7 +586,7 @@ func wantProbeNameMax(t *testing.T, root string) int64 {
 
 // boot boots the container on the rig's node with release N's and this tree's package folders
 // at /pkgs-n and /pkgs-next; it is powered off when the test ends.
-func boot(t *testing.T, r rigtest.Rig, root, work, pkgsN, pkgsNext string) *nspawn.Container {
+func boot(t *testing.T, r rigtest.Rig, root, work string, binds []string) *nspawn.Container {
 	t.Helper()
 	o, err := r.Options()
 	if err != nil {
@@ -588,7 +597,7 @@ func boot(t *testing.T, r rigtest.Rig, root, work, pkgsN, pkgsNext string) *nspa
 		t.Fatal(err)
 	}
 	o.Root, o.Name, o.Console = root, "e2e-upgrade", console
-	o.BindRO = append(o.BindRO, pkgsN+":/pkgs-n", pkgsNext+":/pkgs-next")
+	o.BindRO = append(o.BindRO, binds...)
 	ctr, err := nspawn.Boot(context.Background(), o)
 	if err != nil {
 		console.Close()

@@ -68,17 +68,25 @@ func (r Rig) Options() (nspawn.Options, error) {
 	}, nil
 }
 
-// Install installs the .deb (debPath is its path inside the container) and points the config at
-// the rig (node name, kubeconfig, containerd socket), restarts the service and checks it is active.
+// Install installs the .deb (debPath is its path inside the container) with dpkg -i, then
+// Configure.
 func Install(ctx context.Context, c *nspawn.Container, debPath string, r Rig) error {
+	if out, err := c.Sh(ctx, "dpkg -i "+shellQuote(debPath)+" >/dev/null"); err != nil {
+		return fmt.Errorf("rigtest: dpkg -i: %w\n%s", err, out)
+	}
+	return Configure(ctx, c, r)
+}
+
+// Configure points the installed package's config at the rig (node name, kubeconfig, containerd
+// socket), restarts the service and checks it is active.
+func Configure(ctx context.Context, c *nspawn.Container, r Rig) error {
 	script := fmt.Sprintf(`set -e
-dpkg -i %s >/dev/null
 printf 'nodeName: %%s\nkubeconfig: %%s\ncontainerdSocket: %%s\n' %s %s %s >>/etc/probeshim/config.yaml
 systemctl restart %s
-systemctl is-active %s`, shellQuote(debPath), shellQuote(r.Node), shellQuote(r.Kubeconfig), shellQuote(r.Containerd), Unit, Unit)
+systemctl is-active %s`, shellQuote(r.Node), shellQuote(r.Kubeconfig), shellQuote(r.Containerd), Unit, Unit)
 	if out, err := c.Sh(ctx, script); err != nil {
 		st, _ := c.Sh(ctx, "systemctl status --no-pager -l "+Unit+"; journalctl --no-pager -n 40 -u "+Unit)
-		return fmt.Errorf("rigtest: installing and configuring the package: %w\n%s\n%s", err, out, st)
+		return fmt.Errorf("rigtest: configuring the package: %w\n%s\n%s", err, out, st)
 	}
 	return nil
 }
