@@ -4,6 +4,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -94,8 +95,11 @@ func (a *aptRepo) serve(ctx context.Context, t *testing.T, ctr *nspawn.Container
 // apt runs apt-get update (which must not warn: the signature checked), then args.
 func apt(ctx context.Context, ctr *nspawn.Container, args string) (string, error) {
 	out, err := ctr.Sh(ctx, "apt-get update 2>&1")
-	if err != nil || strings.Contains(out, "W:") || strings.Contains(out, "E:") {
-		return out, fmt.Errorf("apt-get update: %v", err)
+	if err != nil {
+		return out, fmt.Errorf("apt-get update: %w", err)
+	}
+	if strings.Contains(out, "W:") || strings.Contains(out, "E:") {
+		return out, errors.New("apt-get update warned")
 	}
 	return ctr.Sh(ctx, "DEBIAN_FRONTEND=noninteractive apt-get -o Dpkg::Options::=--force-confold "+args+" 2>&1")
 }
