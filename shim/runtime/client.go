@@ -172,18 +172,23 @@ func New(opts ...Option) (*Client, error) {
 }
 
 // checkPIDNamespace switches exec output to FIFOs when containerd, whose shims open the output
-// paths, is in another PID namespace: told before an exec rather than by its failure. Until it
-// can be told (containerd not up yet), every exec asks again first; an exec the shim still
-// cannot give its output to switches too (exec.go).
+// paths, is in another PID namespace: told before an exec rather than by its failure. Until
+// containerd answers on its socket, every exec asks again first; an exec the shim still cannot
+// give its output to switches too (exec.go).
 func (c *Client) checkPIDNamespace() {
 	if c.pidNSKnown.Load() {
 		return
 	}
 	shared, err := sharesPIDNamespace(c.opts.containerdSocket)
-	if err != nil {
+	if errors.Is(err, errNotServed) {
 		return
 	}
 	if c.pidNSKnown.Swap(true) {
+		return
+	}
+	if err != nil {
+		// Asked once: pipes, and the switch on a failed start stays.
+		c.log.WithError(err).Warn("cannot tell whether containerd shares this PID namespace; exec output goes through pipes until a shim cannot open them")
 		return
 	}
 	if !shared {

@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,11 +16,11 @@ import (
 // /proc/<our pid>/fd/<n> (pipeio.go). The kernel gives the peer's pid as this namespace sees it
 // (SO_PEERCRED), 0 when the peer is in a namespace above ours (e.g. this service in a container,
 // containerd on the host); a peer that is visible but in a namespace below ours sees other pids.
-// An error means it could not be told (containerd not up yet).
+// An error means it could not be told: errNotServed when nothing answers on socket yet.
 func sharesPIDNamespace(socket string) (bool, error) {
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: %w", errNotServed, err)
 	}
 	defer conn.Close()
 	raw, err := conn.SyscallConn()
@@ -49,3 +50,6 @@ func sharesPIDNamespace(socket string) (bool, error) {
 	}
 	return ours == theirs, nil
 }
+
+// errNotServed: nothing answers on containerd's socket (yet).
+var errNotServed = errors.New("containerd's socket not served")
