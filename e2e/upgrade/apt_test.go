@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeshim/probeshim/internal/build/command"
+	"github.com/probeshim/probeshim/e2e/nodesvc"
 	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/internal/testkit/testpki"
 	"github.com/probeshim/probeshim/packaging/nspawn"
@@ -38,15 +38,17 @@ type aptRepo struct {
 // newAptRepo builds the two tools into work and makes an empty repository folder.
 func newAptRepo(ctx context.Context, t *testing.T, root, work string) *aptRepo {
 	t.Helper()
-	a := &aptRepo{dir: filepath.Join(work, "aptrepo"), key: filepath.Join(work, "release-key.asc"),
-		release: filepath.Join(work, "bin", "release"), servedir: filepath.Join(work, "bin", "servedir")}
+	a := &aptRepo{dir: filepath.Join(work, "aptrepo"), key: filepath.Join(work, "release-key.asc")}
 	if err := os.WriteFile(a.key, testpki.OpenPGPKey(t, time.Now()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for bin, pkg := range map[string]string{a.release: "./hack/release", a.servedir: "./packaging/internal/servedir"} {
-		if _, err := command.Output(ctx, root, nil, "go", "build", "-o", bin, pkg); err != nil {
-			t.Fatal(err)
-		}
+	bin := filepath.Join(work, "bin")
+	var err error
+	if a.release, err = nodesvc.BuildCommand(ctx, root, bin, "./hack/release"); err != nil {
+		t.Fatal(err)
+	}
+	if a.servedir, err = nodesvc.BuildCommand(ctx, root, bin, "./packaging/internal/servedir"); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		t.Fatal(err)
