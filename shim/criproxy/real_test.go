@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	criapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/probeshim/probeshim/internal/testkit/poll"
 )
 
 // TestRealContainerd puts the proxy in front of a real containerd (its CRI
@@ -70,15 +72,20 @@ func TestRealContainerd(t *testing.T) {
 		},
 	} {
 		var got [2]string
-		for i, conn := range []*grpc.ClientConn{viaProxy, direct} {
-			res, err := call(criapi.NewRuntimeServiceClient(conn), criapi.NewImageServiceClient(conn))
-			if err != nil {
-				st := status.Convert(err)
-				got[i] = "error " + st.Code().String() + ": " + st.Message()
-			} else {
-				got[i] = fmt.Sprint(res) // deterministic within one binary
+		read := func(context.Context) (bool, string, error) {
+			for i, conn := range []*grpc.ClientConn{viaProxy, direct} {
+				res, err := call(criapi.NewRuntimeServiceClient(conn), criapi.NewImageServiceClient(conn))
+				if err != nil {
+					st := status.Convert(err)
+					got[i] = "error " + st.Code().String() + ": " + st.Message()
+				} else {
+					got[i] = fmt.Sprint(res) // deterministic within one binary
+				}
 			}
+			return got[0] == got[1], "", nil
 		}
+		// The rig may pull an image between the two reads: they must agree once the node is still.
+		_ = poll.Until(c, 5*time.Second, name, read)
 		if got[0] != got[1] {
 			t.Errorf("%s: through the proxy %q, directly %q", name, got[0], got[1])
 		} else {
