@@ -228,7 +228,16 @@ func TestNamespaceLimitLeavesRunnersForOthers(t *testing.T) {
 	h.m.dispatchDue()
 	eventually(t, "the hog's share running", func() bool { mu.Lock(); defer mu.Unlock(); return hogs == 2 })
 	for i := range 5 {
-		eventually(t, "the other namespace's probe to run", func() bool { mu.Lock(); defer mu.Unlock(); return others == i+1 })
+		// Ran and ended: its worker is queued for the next period before the
+		// clock steps, or the step would find nothing due.
+		eventually(t, "the other namespace's probe to run and end", func() bool {
+			mu.Lock()
+			ran := others == i+1
+			mu.Unlock()
+			h.m.mu.Lock()
+			defer h.m.mu.Unlock()
+			return ran && h.m.execPool.running["other"] == 0
+		})
 		h.clock.Step(time.Second)
 		h.m.dispatchDue()
 	}
