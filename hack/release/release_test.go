@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -435,6 +436,7 @@ func TestReleaseTwice(t *testing.T) {
 	debByArch := map[string]string{}
 	for _, arch := range arches {
 		debByArch[arch] = filepath.Join(out, findArch(debs, "_"+arch+".deb"))
+		checkPackagesOf(t, arch, debByArch[arch], filepath.Join(out, findArch(rpms, "."+rpmArches[arch]+".rpm")))
 	}
 	checkAptRepo(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
 	aptGet(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
@@ -444,6 +446,56 @@ func TestReleaseTwice(t *testing.T) {
 		rpmByArch[rpmArches[arch]] = filepath.Join(out, findArch(rpms, "."+rpmArches[arch]+".rpm"))
 	}
 	dnfGet(t, filepath.Join(out, "repo", "rpm"), rpmByArch)
+}
+
+// checkPackagesOf checks the .deb and the .rpm built for arch: each declares it, and both hold one
+// static probeshim for that machine.
+func checkPackagesOf(t *testing.T, arch, deb, rpm string) {
+	t.Helper()
+	data, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	control, err := debFiles(data, "control.tar", "control")
+	if err != nil {
+		t.Fatalf("%s: %v", deb, err)
+	}
+	fields, err := parseControl(control["control"])
+	if err != nil {
+		t.Fatalf("%s: control: %v", deb, err)
+	}
+	if got := get(fields, "Architecture"); got != arch {
+		t.Errorf("%s: Architecture %q, want %q", deb, got, arch)
+	}
+	packaged, err := debFiles(data, "data.tar", debPaths[node.name])
+	if err != nil {
+		t.Fatalf("%s: %v", deb, err)
+	}
+	bin := packaged[debPaths[node.name]]
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatalf("%s: %s: %v", deb, debPaths[node.name], err)
+	}
+	if want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]; f.Machine != want {
+		t.Errorf("%s: %s is for %s, want %s", deb, debPaths[node.name], f.Machine, want)
+	}
+	if slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+		t.Errorf("%s: %s is dynamically linked (it has an interpreter)", deb, debPaths[node.name])
+	}
+
+	query := exec.Command("rpm", "-qp", "--qf", "%{ARCH}\n[%{FILENAMES} %{FILEDIGESTS}\n]", rpm)
+	got, err := query.Output()
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if lines[0] != rpmArches[arch] {
+		t.Errorf("%s: ARCH %q, want %q", rpm, lines[0], rpmArches[arch])
+	}
+	sum := sha256.Sum256(bin)
+	if want := "/" + debPaths[node.name] + " " + hex.EncodeToString(sum[:]); !slices.Contains(lines[1:], want) {
+		t.Errorf("%s: its probeshim is not the .deb's (want %q in %q)", rpm, want, lines[1:])
+	}
 }
 
 // checkAptRepo checks the apt repository at dir holds debs (arch -> file), signed by pub.
