@@ -46,7 +46,7 @@ func BenchmarkReaction(b *testing.B) {
 
 	pods := make([]*corev1.Pod, reactions)
 	for i := range pods {
-		pods[i] = s.c.CreatePod(b, appPod(ns, fmt.Sprintf("r-%02d", i), true, livenessProbe(failMarker)))
+		pods[i] = s.c.CreatePod(b, appPod(ns, fmt.Sprintf("r-%02d", i), true, execLivenessProbe(failMarker)))
 	}
 	for i := range pods {
 		pods[i] = s.c.WaitForPodReady(b, pods[i], waitPodReady)

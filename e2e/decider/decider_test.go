@@ -153,13 +153,14 @@ func (s *suite) testOnePod(t *testing.T) {
 func (s *suite) testBreaker(t *testing.T) {
 	t.Parallel()
 	nsDecider, nsKubelet := s.c.Namespace(t), s.c.Namespace(t)
+	// The wrong port: nothing listens there.
 	bad := &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/etc/app/health"}}},
+		ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(appPort + 1)}},
 		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 1,
 	}
 	warmUp := &corev1.Probe{
-		ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
-		InitialDelaySeconds: 20, PeriodSeconds: 2, // twelve pods: every exec counts
+		ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(appPort)}},
+		InitialDelaySeconds: 20, PeriodSeconds: 2,
 	}
 	tmpl := func(ns string, enhanced bool) *corev1.Pod {
 		p := appPod(ns, "web", enhanced, bad.DeepCopy())

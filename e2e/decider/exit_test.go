@@ -65,7 +65,7 @@ func (s *suite) exitScenario(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 
-	pod := appPod(ns, name, true, livenessProbe(failMarker)) // the marker file is never made
+	pod := appPod(ns, name, true, execLivenessProbe(failMarker)) // the marker file is never made
 	pod.Labels["exit-test"] = "true"
 	p := s.barePod(t, pod)
 	s.waitMarker(t, p, corev1.ConditionTrue)

@@ -44,9 +44,12 @@ const (
 	failMarker = "/tmp/fail"
 	// stickyMarker is on an emptyDir: it survives the container's restarts.
 	stickyMarker = "/data/fail"
-	// appScript exits at once on SIGTERM (wait is interrupted by the signal), so a kill takes no
-	// grace period and the restart timings are the decider's and the node's, not a timeout's.
-	appScript    = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+	// appScript serves the liveness probe (livenessProbe) and exits at once on SIGTERM (wait is
+	// interrupted by the signal), so a kill takes no grace period and the restart timings are the
+	// decider's and the node's, not a timeout's. The server ends with the container's PID 1.
+	appScript = "localhttp-server -listen :8080 2>/dev/null & trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+	// appPort is the port of appScript's server.
+	appPort = 8080
 	waitPodReady = 2 * time.Minute
 	// waitRestart bounds one liveness failure becoming a restarted container: the probe period
 	// (1 s), a status write (1 s), the decider, the rate limit (1/s, shared by the scenarios
@@ -62,11 +65,24 @@ var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
 
 // ---- pods and workloads ----
 
-// livenessProbe fails while marker exists: every second, one result flips it. A probe that
-// times out fails too, and a loaded 2-core machine has been seen to take over 5 s for an exec
-// (CI, with the package tests beside the row): the timeout of probeTimeout keeps that from
-// restarting a pod the test did not make fail.
+// livenessProbe fails while marker exists: every second, one result flips it. It asks appScript's
+// server (GET /unless-exists/<marker>) rather than exec `test ! -e`: these scenarios are about the
+// decider, and a dozen pods' execs every second were a third of the row's CPU (runc and its
+// shims, measured with process accounting), which slowed every suite beside them. The probes
+// start a second after the container, once the server listens (a refused first probe would
+// restart a pod the test did not make fail). The exit scenarios keep an exec (execLivenessProbe).
 func livenessProbe(marker string) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/unless-exists" + marker, Port: intstr.FromInt32(appPort)}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1,
+	}
+}
+
+// execLivenessProbe is livenessProbe as an exec. A probe that times out fails too, and a loaded
+// 2-core machine has been seen to take over 5 s for an exec (CI, with the package tests beside the
+// row): the timeout of probeTimeout keeps that from restarting a pod the test did not make fail.
+func execLivenessProbe(marker string) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "!", "-e", marker}}},
 		PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1,

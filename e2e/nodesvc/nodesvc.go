@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/probeshim/probeshim/e2e/rig"
+	"github.com/probeshim/probeshim/internal/build/buildstore"
 	"github.com/probeshim/probeshim/internal/testkit/logtail"
 	"github.com/probeshim/probeshim/internal/testkit/poll"
 	"github.com/probeshim/probeshim/shim/server"
@@ -41,17 +42,17 @@ func Build(ctx context.Context, root, dir string) (string, error) {
 // BuildCommand builds the command pkg of the module at root into dir (made
 // if missing) and returns the binary's path.
 func BuildCommand(ctx context.Context, root, dir, pkg string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return out, nil
+	name := filepath.Base(pkg)
+	err := buildstore.Build(ctx, []string{root, "CGO_ENABLED=0", "go", "build", "-o", name, pkg}, dir, func(out string) error {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(out, name), pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+		}
+		return nil
+	})
+	return filepath.Join(dir, name), err
 }
 
 // Options say how to run one node service.

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/probeshim/probeshim/e2e/rig/image"
+	"github.com/probeshim/probeshim/internal/build/buildstore"
 )
 
 // The images every rig pushes to its registry (Registry) and has every node pull at bring-up.
@@ -185,16 +186,19 @@ func goBuildStatic(ctx context.Context, dir string, pkgs ...string) error {
 	if root == "." || root == "" || strings.TrimSpace(string(gomod)) == os.DevNull {
 		return fmt.Errorf("building %v: not inside the %s module", pkgs, modulePath)
 	}
-	args := append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	// Dies with the rig's process, so that a kill -9 leaves no build running.
-	cmd.SysProcAttr = diesWithRig()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %v: %w\n%s", pkgs, err, out.String())
-	}
-	return nil
+	flags := []string{"build", "-trimpath", "-ldflags=-s -w"}
+	key := append(append([]string{root, "CGO_ENABLED=0", "go"}, flags...), pkgs...)
+	return buildstore.Build(ctx, key, dir, func(out string) error {
+		cmd := exec.CommandContext(ctx, "go", append(append(flags, "-o", out+"/"), pkgs...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		// Dies with the rig's process, so that a kill -9 leaves no build running.
+		cmd.SysProcAttr = diesWithRig()
+		var log bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &log, &log
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build %v: %w\n%s", pkgs, err, log.String())
+		}
+		return nil
+	})
 }

@@ -26,6 +26,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/probeshim/probeshim/internal/build/buildstore"
+	"github.com/probeshim/probeshim/internal/testkit/procrecord"
 )
 
 // row is one row of the matrix and what runs on it.
@@ -88,6 +91,11 @@ func main() {
 }
 
 func run(rows []*row, lanes int, timeout string) error {
+	removeStore, err := shareBuilds()
+	if err != nil {
+		return err
+	}
+	defer removeStore()
 	var out sync.Mutex // whole lines from the testreports, one at a time
 	for i, r := range rows {
 		r.env = rowEnv(r.name, i > 0)
@@ -135,6 +143,33 @@ func run(rows []*row, lanes int, timeout string) error {
 		return fmt.Errorf("rows failed: %s", strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// shareBuilds makes the run's build store (internal/build/buildstore) and names it to the
+// packages: each binary the rigs and suites build is built once per run, not once per package.
+// The folder is recorded (procrecord) for the next run to remove if this one is killed.
+func shareBuilds() (remove func(), err error) {
+	dir, err := os.MkdirTemp("", "probeshim-build-store-")
+	if err != nil {
+		return nil, err
+	}
+	forget, err := procrecord.NewRecorder(procrecord.Dir(), procrecord.Self()).Add(nil, []string{dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := os.Setenv(buildstore.Env, dir); err != nil {
+		return nil, err
+	}
+	return func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2elanes: removing the build store:", err)
+			return
+		}
+		if err := forget(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2elanes:", err)
+		}
+	}, nil
 }
 
 // rowEnv builds the row's binaries (at nice 19 when later: beside the rows before it) and returns

@@ -8,9 +8,12 @@
 //	localhttp-server set [-listen 127.0.0.1:8080] [-h2c] CODE
 //	localhttp-server -hostile header|body|drip [-listen ...] [-header-size 8388608]
 //
-// Every path but /set answers with the current status code and a line that
-// names the request (method, path, Host header), so a test can see what a
-// probe sent. GET /set?code=N switches the code; the "set" form calls it.
+// Every path but /set and /unless-exists/ answers with the current status
+// code and a line that names the request (method, path, Host header), so a
+// test can see what a probe sent. GET /set?code=N switches the code; the
+// "set" form calls it. GET /unless-exists/PATH answers 500 while the file
+// PATH exists in the container and 200 otherwise: a probe a test fails with
+// `touch PATH`, at the cost of an HTTP request instead of an exec.
 // Every answer carries the request's protocol in X-Proto.
 //
 // With -h2c it speaks HTTP/2 over cleartext with prior knowledge (h2c) and
@@ -25,9 +28,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -68,6 +73,18 @@ func main() {
 		current.Store(int64(n))
 		log.Printf("code now %d", n)
 		fmt.Fprintf(w, "code now %d\n", n)
+	})
+	mux.HandleFunc("/unless-exists/", func(w http.ResponseWriter, r *http.Request) {
+		file := strings.TrimPrefix(r.URL.Path, "/unless-exists")
+		_, err := os.Stat(file)
+		switch {
+		case err == nil:
+			http.Error(w, file+" exists", http.StatusInternalServerError)
+		case errors.Is(err, fs.ErrNotExist):
+			fmt.Fprintf(w, "no %s\n", file)
+		default:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
 	})
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		log.Printf("redirect to %q", r.URL.Query().Get("to"))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/probeshim/probeshim/internal/build/buildstore"
 	"github.com/probeshim/probeshim/internal/build/command"
 	"github.com/probeshim/probeshim/internal/version"
 )
@@ -90,8 +91,12 @@ func GoBuild(ctx context.Context, root, pkg string, p Platform, g Git, out strin
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
 	ldflags := "-s -w -X main.version=" + g.Version + " -X " + version.CommitFlag + "=" + g.Revision +
 		" -X " + version.CommitDateFlag + "=" + g.Created.UTC().Format(time.RFC3339)
-	_, err := run(ctx, root, env, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, pkg)
-	return err
+	name := filepath.Base(out)
+	key := []string{root, "CGO_ENABLED=0", "GOOS=" + p.OS, "GOARCH=" + p.Arch, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", name, pkg}
+	return buildstore.Build(ctx, key, filepath.Dir(out), func(dir string) error {
+		_, err := run(ctx, root, env, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(dir, name), pkg)
+		return err
+	})
 }
 
 // run is command.Output.
