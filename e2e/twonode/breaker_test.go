@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,9 +31,10 @@ func (s *suite) testBreaker(t *testing.T) {
 	ns := s.c.Namespace(t)
 	const replicas = 6
 	ctr := framework.Shell(appContainer, appScript)
-	ctr.LivenessProbe = livenessProbe([]string{"cat", "/etc/app/health"})
+	// The wrong port: nothing listens there.
+	ctr.LivenessProbe = livenessProbe(corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(appPort + 1)}})
 	// Ready only after a while: the breaker is then what holds the pods, not their readiness.
-	ctr.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+	ctr.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(appPort)}},
 		InitialDelaySeconds: 20, PeriodSeconds: 1}
 	tmpl := framework.NewPod(ns, "web", ctr)
 	tmpl.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
