@@ -49,7 +49,7 @@ const (
 	// decider's and the node's, not a timeout's. The server ends with the container's PID 1.
 	appScript = "localhttp-server -listen :8080 2>/dev/null & trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
 	// appPort is the port of appScript's server.
-	appPort = 8080
+	appPort      = 8080
 	waitPodReady = 2 * time.Minute
 	// waitRestart bounds one liveness failure becoming a restarted container: the probe period
 	// (1 s), a status write (1 s), the decider, the rate limit (1/s, shared by the scenarios
