@@ -19,5 +19,5 @@ rc=0
 accton off >/dev/null
 echo "== cpu-account: $* exited $rc after $(( $(date +%s) - start ))s; CPU minutes by command (sa -c), the top 25:"
 # Columns: processes, real minutes, CPU minutes (user+system), average memory, command.
-sa -f "$file" -a -c | head -26
+sa -f "$file" -a -c | sed -n 1,26p # sed reads it all: head would end sa with SIGPIPE, and pipefail the script
 exit $rc
