@@ -44,12 +44,10 @@ const (
 	failMarker = "/tmp/fail"
 	// stickyMarker is on an emptyDir: it survives the container's restarts.
 	stickyMarker = "/data/fail"
-	// appScript serves the liveness probe (livenessProbe) and exits at once on SIGTERM (wait is
-	// interrupted by the signal), so a kill takes no grace period and the restart timings are the
-	// decider's and the node's, not a timeout's. The server ends with the container's PID 1.
-	appScript = "localhttp-server -listen :8080 2>/dev/null & trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-	// appPort is the port of appScript's server.
-	appPort      = 8080
+	// appScript serves the liveness probe (livenessProbe) and exits at once on SIGTERM, so the
+	// restart timings are the decider's and the node's, not a timeout's.
+	appScript    = framework.ServingScript
+	appPort      = framework.ServingPort
 	waitPodReady = 2 * time.Minute
 	// waitRestart bounds one liveness failure becoming a restarted container: the probe period
 	// (1 s), a status write (1 s), the decider, the rate limit (1/s, shared by the scenarios
@@ -66,15 +64,14 @@ var livenessProbeName = v1alpha1.LivenessProbeName(appContainer)
 // ---- pods and workloads ----
 
 // livenessProbe fails while marker exists: every second, one result flips it. It asks appScript's
-// server (GET /unless-exists/<marker>) rather than exec `test ! -e`: these scenarios are about the
-// decider, and a dozen pods' execs every second were a third of the row's CPU (runc and its
-// shims, measured with process accounting), which slowed every suite beside them. The probes
-// start a second after the container, once the server listens (a refused first probe would
-// restart a pod the test did not make fail). The exit scenarios keep an exec (execLivenessProbe).
+// server (framework.FailingWhile) rather than exec `test ! -e`: these scenarios are about the
+// decider, and every pod's exec every second cost a runc run and its shim's work (about 900 runc
+// runs a row, measured with process accounting). The probes start a second after the container,
+// once the server listens (a refused first probe would restart a pod the test did not make fail).
+// The exit scenarios keep an exec (execLivenessProbe).
 func livenessProbe(marker string) *corev1.Probe {
 	return &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: "/unless-exists" + marker, Port: intstr.FromInt32(appPort)}},
+		ProbeHandler:        framework.FailingWhile(marker),
 		InitialDelaySeconds: 1, PeriodSeconds: 1, TimeoutSeconds: probeTimeout, SuccessThreshold: 1, FailureThreshold: 1,
 	}
 }

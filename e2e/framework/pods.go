@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/rand"
 )
 
@@ -84,6 +85,21 @@ func NewPod(ns, name string, containers ...corev1.Container) *corev1.Pod {
 // the last command so that it gets the signals.
 func Shell(name, script string) corev1.Container {
 	return corev1.Container{Name: name, Image: TestImage, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sh", "-c", script}}
+}
+
+// ServingScript is a Shell script that serves HTTP on ServingPort (TestImage's localhttp-server,
+// which ends with the container's PID 1) and exits at once on SIGTERM (wait is interrupted by the
+// signal), so a kill takes no grace period. Its server answers FailingWhile's probes.
+const ServingScript = "localhttp-server -listen :8080 2>/dev/null & trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+
+// ServingPort is the port of ServingScript's server.
+const ServingPort = 8080
+
+// FailingWhile is an HTTP check of ServingScript's server (GET /unless-exists/<file>) that fails
+// while file exists in the container: a probe a test fails with `touch`, at the cost of an HTTP
+// request instead of an exec (runc and its shim) every period.
+func FailingWhile(file string) corev1.ProbeHandler {
+	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/unless-exists" + file, Port: intstr.FromInt32(ServingPort)}}
 }
 
 // Command is a TestImage container running argv, e.g.

@@ -266,7 +266,7 @@ func (s *suite) checkUnprotected(t *testing.T, ns string, liveB *corev1.Pod, sil
 		t.Logf("%s marked unprotected %s after the service went silent (grace %s)", liveB.Name, time.Since(silentSince).Round(time.Second), testGrace)
 	}
 	ctr := framework.Shell(appContainer, appScript)
-	ctr.LivenessProbe = livenessProbe(failingWhile(failFile))
+	ctr.LivenessProbe = livenessProbe(framework.FailingWhile(failFile))
 	pinned := framework.NewPod(ns, "live-pinned-b", ctr)
 	pinned.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
 	pinned.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{

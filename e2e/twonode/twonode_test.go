@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/probeshim/probeshim/apis/v1alpha1"
@@ -34,10 +33,10 @@ const (
 	idleFile = "/tmp/idle"
 	// failFile makes the liveness probe fail while it exists.
 	failFile = "/tmp/fail"
-	// appScript serves the liveness probes (failingWhile) and exits at once on SIGTERM, so a
-	// restart takes no grace period.
-	appScript    = "localhttp-server -listen :8080 2>/dev/null & trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
-	appPort      = 8080
+	// appScript serves the liveness probes (framework.FailingWhile) and exits at once on SIGTERM,
+	// so a restart takes no grace period.
+	appScript    = framework.ServingScript
+	appPort      = framework.ServingPort
 	waitPodReady = 2 * time.Minute
 	// waitMarks bounds a probe result reaching the pod: a probe period (1 s), the node's status
 	// write and two controllers, with room for a loaded 2-core machine.
@@ -157,7 +156,7 @@ func (s *suite) createMarker(t testing.TB, m *v1alpha1.PodProbeMarker) {
 func (s *suite) livePod(t testing.TB, ns, name string, n *rig.Node, edit ...func(*corev1.Pod)) *corev1.Pod {
 	t.Helper()
 	ctr := framework.Shell(appContainer, appScript)
-	ctr.LivenessProbe = livenessProbe(failingWhile(failFile))
+	ctr.LivenessProbe = livenessProbe(framework.FailingWhile(failFile))
 	p := framework.NewPod(ns, name, ctr)
 	p.Annotations = map[string]string{v1alpha1.AnnotationUsingEnhancedLiveness: "true"}
 	p.Spec.NodeName = n.Name()
@@ -177,13 +176,6 @@ func livenessProbe(h corev1.ProbeHandler) *corev1.Probe {
 		ProbeHandler:        h,
 		InitialDelaySeconds: 1, PeriodSeconds: 1, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: 1,
 	}
-}
-
-// failingWhile asks appScript's server, which fails it while file exists. An HTTP request, not an
-// exec: these scenarios are about nodes and the decider, and each pod's exec every second cost
-// more CPU (runc and its shims) than the rest of the node.
-func failingWhile(file string) corev1.ProbeHandler {
-	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/unless-exists" + file, Port: intstr.FromInt32(appPort)}}
 }
 
 // exec runs cmd in the container, again while it fails for up to 30 s: a kubelet that has just

@@ -390,14 +390,8 @@ func TestReleaseTwice(t *testing.T) {
 	// The archives hold the packages' very binaries.
 	for _, arch := range arches {
 		archive := findArch(archives, "_linux_"+arch+".tar.gz")
-		deb, err := os.ReadFile(filepath.Join(out, findArch(debs, "_"+arch+".deb")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		packaged, err := debFiles(deb, "data.tar", debPaths[node.name])
-		if err != nil {
-			t.Fatal(err)
-		}
+		packaged := checkPackagesOf(t, arch, filepath.Join(out, findArch(debs, "_"+arch+".deb")),
+			filepath.Join(out, findArch(rpms, "."+rpmArches[arch]+".rpm")))
 		f, err := os.Open(filepath.Join(out, archive))
 		if err != nil {
 			t.Fatal(err)
@@ -408,7 +402,7 @@ func TestReleaseTwice(t *testing.T) {
 		}
 		inArchive, found, err := tarEntry(zr, node.name)
 		f.Close()
-		if err != nil || !found || !bytes.Equal(inArchive, packaged[debPaths[node.name]]) {
+		if err != nil || !found || !bytes.Equal(inArchive, packaged) {
 			t.Errorf("%s: its probeshim is not the .deb's (found %v, %v)", archive, found, err)
 		}
 	}
@@ -436,7 +430,6 @@ func TestReleaseTwice(t *testing.T) {
 	debByArch := map[string]string{}
 	for _, arch := range arches {
 		debByArch[arch] = filepath.Join(out, findArch(debs, "_"+arch+".deb"))
-		checkPackagesOf(t, arch, debByArch[arch], filepath.Join(out, findArch(rpms, "."+rpmArches[arch]+".rpm")))
 	}
 	checkAptRepo(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
 	aptGet(t, filepath.Join(out, "repo", "apt"), pub, debByArch)
@@ -449,8 +442,8 @@ func TestReleaseTwice(t *testing.T) {
 }
 
 // checkPackagesOf checks the .deb and the .rpm built for arch: each declares it, and both hold one
-// static probeshim for that machine.
-func checkPackagesOf(t *testing.T, arch, deb, rpm string) {
+// static probeshim for that machine, which it returns.
+func checkPackagesOf(t *testing.T, arch, deb, rpm string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(deb)
 	if err != nil {
@@ -496,6 +489,7 @@ func checkPackagesOf(t *testing.T, arch, deb, rpm string) {
 	if want := "/" + debPaths[node.name] + " " + hex.EncodeToString(sum[:]); !slices.Contains(lines[1:], want) {
 		t.Errorf("%s: its probeshim is not the .deb's (want %q in %q)", rpm, want, lines[1:])
 	}
+	return bin
 }
 
 // checkAptRepo checks the apt repository at dir holds debs (arch -> file), signed by pub.
